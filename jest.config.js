@@ -1,0 +1,27 @@
+/** One jest run for the whole tree: every package's and service's `test/` folder. */
+const swc = [
+  "@swc/jest",
+  {
+    jsc: { parser: { syntax: "typescript" }, target: "es2022" },
+    // Keep dynamic import() as is: PGlite loads its wasm through one.
+    module: { type: "commonjs", ignoreDynamic: true },
+  },
+];
+
+/** @type {import('jest').Config} */
+module.exports = {
+  testEnvironment: "node",
+  roots: ["<rootDir>/packages", "<rootDir>/services", "<rootDir>/deploy"],
+  testMatch: ["**/test/**/*.test.ts"],
+  transform: { "^.+\\.ts$": swc },
+  moduleNameMapper: {
+    "^@unimatrix/contracts/(.*)$": "<rootDir>/proto/gen/$1",
+    "^@unimatrix/service-kit$": "<rootDir>/packages/service-kit/src/index.ts",
+    "^@unimatrix/service-kit/testing$": "<rootDir>/packages/service-kit/src/testing/index.ts",
+    "^@unimatrix/(cube|device|presence|gateway)$": "<rootDir>/services/$1/src/index.ts",
+    "^@unimatrix/launcher$": "<rootDir>/packages/launcher/src/launch.ts",
+  },
+  globalSetup: "<rootDir>/scripts/jest-global-setup.js",
+  reporters: ["default", "<rootDir>/scripts/jest-summary-reporter.js"],
+  testTimeout: 60_000,
+};

@@ -1,0 +1,86 @@
+import { cubeEnv, startCube } from "@unimatrix/cube";
+import { deviceEnv, startDevice } from "@unimatrix/device";
+import { gatewayEnv, startGateway } from "@unimatrix/gateway";
+import { presenceEnv, startPresence } from "@unimatrix/presence";
+import { type Bus, commonEnv, createLogger, InProcessBus, readConfig } from "@unimatrix/service-kit";
+
+/** The services a process can run, in start order (the gateway last: it calls the others). */
+export const SERVICE_NAMES = ["cube", "device", "presence", "gateway"] as const;
+export type ServiceName = (typeof SERVICE_NAMES)[number];
+
+/** Where a started service listens. */
+export interface Endpoint {
+  readonly name: ServiceName;
+  readonly protocol: "grpc" | "http";
+  readonly port: number;
+}
+
+/** A running set of services. */
+export interface Launched {
+  readonly endpoints: readonly Endpoint[];
+  readonly embedded: boolean;
+  /** Stops in reverse start order. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the named services (all by default) in this process from the environment. With no
+ * REDIS_URL the services share one in-process bus; a gateway started alongside services is pointed
+ * at their real ports (so port 0 works for tests).
+ */
+export async function launch(names: readonly ServiceName[] = SERVICE_NAMES, env = process.env): Promise<Launched> {
+  const config = readConfig(commonEnv, env);
+  const ports = {
+    cube: readConfig(cubeEnv, env).port,
+    device: readConfig(deviceEnv, env).port,
+    presence: readConfig(presenceEnv, env).port,
+  };
+  const gateway = readConfig(gatewayEnv, env);
+  const bus: Bus | undefined = config.redisUrl ? undefined : new InProcessBus();
+  const stops: (() => Promise<void>)[] = [];
+  const endpoints: Endpoint[] = [];
+  const starters = { cube: startCube, device: startDevice, presence: startPresence };
+  try {
+    for (const name of names) {
+      if (name === "gateway") continue;
+      const running = await starters[name]({
+        config,
+        port: ports[name],
+        bus,
+        logger: createLogger(name, config.logLevel),
+      });
+      stops.push(() => running.stop());
+      endpoints.push({ name, protocol: "grpc", port: running.port });
+    }
+    if (names.includes("gateway")) {
+      const local = (name: ServiceName, fallback: string) => {
+        const endpoint = endpoints.find((e) => e.name === name);
+        return endpoint ? `127.0.0.1:${endpoint.port}` : fallback;
+      };
+      const running = await startGateway({
+        config,
+        gateway: {
+          ...gateway,
+          cubeAddress: local("cube", gateway.cubeAddress),
+          deviceAddress: local("device", gateway.deviceAddress),
+          presenceAddress: local("presence", gateway.presenceAddress),
+        },
+        bus,
+      });
+      stops.push(() => running.stop());
+      endpoints.push({ name: "gateway", protocol: "http", port: running.port });
+    }
+  } catch (error) {
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+    await bus?.close();
+    throw error;
+  }
+  return {
+    endpoints,
+    embedded: !config.databaseUrl,
+    async stop() {
+      for (const stop of [...stops].reverse()) await stop();
+      await bus?.close();
+    },
+  };
+}

@@ -1,0 +1,47 @@
+import type { Metadata } from "@grpc/grpc-js";
+import { UnauthenticatedError } from "./errors";
+import type { Authenticate } from "./grpc/host";
+import { bearerToken, PRINCIPAL_HEADER, type Principal, verifyPrincipal } from "./principal";
+import { constantTimeEquals, type ParsedToken, parseToken } from "./tokens";
+
+/** How a service turns call metadata into a principal. */
+export interface PrincipalResolverOptions {
+  /** Key that verifies principals signed by the gateway. */
+  readonly internalKey: string;
+  /** The operator token from config, if any. */
+  readonly operatorToken?: string | undefined;
+  /**
+   * Resolves a bearer token of any other kind: the service's own tokens locally, others through
+   * the owning service's `Authenticate`. Returns null for an unknown or revoked token.
+   */
+  readonly resolveToken?: (token: ParsedToken, raw: string) => Promise<Principal | null>;
+  readonly now?: () => number;
+}
+
+const OPERATOR: Principal = { kind: "operator", subjectId: "operator", tenantId: null };
+
+/**
+ * The principal of a call: a signed principal from the gateway, or a bearer token.
+ * A principal is never taken from unsigned metadata or from a request body.
+ */
+export function principalResolver(options: PrincipalResolverOptions): Authenticate {
+  return async (metadata: Metadata) => {
+    const signed = metadata.get(PRINCIPAL_HEADER)[0];
+    if (signed !== undefined) {
+      const principal = verifyPrincipal(signed.toString(), options.internalKey, options.now?.() ?? Date.now());
+      if (!principal) throw new UnauthenticatedError("signed principal is invalid or expired");
+      return principal;
+    }
+    const raw = bearerToken(metadata.get("authorization")[0]?.toString());
+    if (!raw) throw new UnauthenticatedError("missing bearer token");
+    const parsed = parseToken(raw);
+    if (!parsed) throw new UnauthenticatedError("malformed bearer token");
+    if (parsed.kind === "operator") {
+      if (options.operatorToken && constantTimeEquals(raw, options.operatorToken)) return OPERATOR;
+      throw new UnauthenticatedError("invalid credential");
+    }
+    const principal = options.resolveToken ? await options.resolveToken(parsed, raw) : null;
+    if (!principal) throw new UnauthenticatedError("invalid credential");
+    return principal;
+  };
+}

@@ -1,0 +1,80 @@
+import { mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { PrismaPg } from "@prisma/adapter-pg";
+import pg from "pg";
+import { PrismaPGlite } from "pglite-prisma-adapter";
+import { pgClientSession, pgliteSession, type SqlSession } from "./sql";
+
+/** Where a service keeps its data: a schema of a Postgres database, or an embedded PGlite store. */
+export interface DatabaseOptions {
+  /** The service name; names the PGlite directory `<dataDir>/<service>`. */
+  readonly service: string;
+  /** Postgres URL; unset means PGlite. */
+  readonly url?: string | undefined;
+  /** Postgres schema holding the service's tables (default: the service name). PGlite uses `public`. */
+  readonly schema?: string | undefined;
+  /** Parent directory of the PGlite stores. */
+  readonly dataDir?: string | undefined;
+  /** Size of the Postgres connection pool. */
+  readonly poolSize?: number | undefined;
+}
+
+/** An open store: the Prisma driver adapter, and a way to get a raw SQL session for migrations. */
+export interface Database {
+  readonly kind: "postgres" | "pglite";
+  readonly schema: string;
+  /** What a generated PrismaClient takes as `adapter`. */
+  readonly adapter: PrismaPg | PrismaPGlite;
+  /** A dedicated SQL session (its own connection on Postgres); close it when done. */
+  openSession(): Promise<SqlSession>;
+  close(): Promise<void>;
+}
+
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** Opens the store the configuration asks for. */
+export async function openDatabase(options: DatabaseOptions): Promise<Database> {
+  if (options.url) return openPostgres(options.url, options.schema ?? options.service, options.poolSize ?? 10);
+  return openPglite(resolve(options.dataDir ?? "./data", options.service));
+}
+
+function openPostgres(url: string, schema: string, poolSize: number): Database {
+  if (!SCHEMA_NAME.test(schema)) throw new Error(`invalid schema name ${JSON.stringify(schema)}`);
+  // search_path makes raw SQL see the same tables that Prisma addresses through `schema`.
+  const config: pg.PoolConfig = { connectionString: url, max: poolSize, options: `-c search_path=${schema}` };
+  const pool = new pg.Pool(config);
+  pool.on("error", () => {
+    // An idle client lost its connection; the pool replaces it. Queries report their own errors.
+  });
+  return {
+    kind: "postgres",
+    schema,
+    adapter: new PrismaPg(pool, { schema }),
+    async openSession() {
+      const client = new pg.Client(config);
+      await client.connect();
+      return pgClientSession(client);
+    },
+    async close() {
+      await pool.end();
+    },
+  };
+}
+
+async function openPglite(dir: string): Promise<Database> {
+  mkdirSync(dir, { recursive: true });
+  // PGlite loads its wasm through a dynamic import: load the ESM build the way it expects.
+  const { PGlite } = await import("@electric-sql/pglite");
+  const db = await PGlite.create(join(dir, "pgdata"));
+  return {
+    kind: "pglite",
+    schema: "public",
+    adapter: new PrismaPGlite(db as unknown as ConstructorParameters<typeof PrismaPGlite>[0]),
+    async openSession() {
+      return pgliteSession(db);
+    },
+    async close() {
+      if (!db.closed) await db.close();
+    },
+  };
+}

@@ -1,0 +1,282 @@
+import { once } from "node:events";
+import {
+  create,
+  type DescMessage,
+  type DescService,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
+import * as grpc from "@grpc/grpc-js";
+import { Health as HealthService } from "@unimatrix/contracts/grpc/health/v1/health_pb";
+import { ServerReflection as ReflectionService } from "@unimatrix/contracts/grpc/reflection/v1/reflection_pb";
+import type { Logger } from "pino";
+import { UnauthenticatedError, UnimplementedError } from "../errors";
+import { REQUEST_ID_HEADER, requestIdFrom } from "../logger";
+import type { Principal } from "../principal";
+import { serviceDefinition } from "./definition";
+import { HealthRegistry, healthImpl } from "./health";
+import { reflectionImpl } from "./reflection";
+import { toCallStatus } from "./status";
+
+/** What every handler receives besides its request. */
+export interface CallContext {
+  /** `/<package.Service>/<Method>`. */
+  readonly method: string;
+  readonly metadata: grpc.Metadata;
+  readonly requestId: string;
+  /** A child logger carrying the request id and method. */
+  readonly logger: Logger;
+  /** Aborted when the caller cancels, the deadline passes, or the server shuts down. */
+  readonly signal: AbortSignal;
+  readonly deadline: Date | undefined;
+  /** The authenticated caller; throws UNAUTHENTICATED when the call carries no valid credential. */
+  principal(): Promise<Principal>;
+}
+
+type Init<O extends DescMessage> = MessageInitShape<O>;
+type Shape<I extends DescMessage> = MessageShape<I>;
+
+/** Implementation of one method, by kind. */
+export type MethodImpl<M> = M extends {
+  methodKind: "unary";
+  input: infer I extends DescMessage;
+  output: infer O extends DescMessage;
+}
+  ? (request: Shape<I>, ctx: CallContext) => Promise<Init<O>>
+  : M extends {
+        methodKind: "server_streaming";
+        input: infer I extends DescMessage;
+        output: infer O extends DescMessage;
+      }
+    ? (request: Shape<I>, ctx: CallContext) => AsyncIterable<Init<O>>
+    : M extends {
+          methodKind: "client_streaming";
+          input: infer I extends DescMessage;
+          output: infer O extends DescMessage;
+        }
+      ? (requests: AsyncIterable<Shape<I>>, ctx: CallContext) => Promise<Init<O>>
+      : M extends {
+            methodKind: "bidi_streaming";
+            input: infer I extends DescMessage;
+            output: infer O extends DescMessage;
+          }
+        ? (requests: AsyncIterable<Shape<I>>, ctx: CallContext) => AsyncIterable<Init<O>>
+        : never;
+
+/** Implementation of a service: one function per method, keyed by the method's local name. */
+export type ServiceImpl<S extends DescService> = { [K in keyof S["method"]]: MethodImpl<S["method"][K]> };
+
+/** Resolves the caller from call metadata (signed principal or bearer token). */
+export type Authenticate = (metadata: grpc.Metadata) => Promise<Principal>;
+
+/** Options of a gRPC host. */
+export interface GrpcHostOptions {
+  readonly logger: Logger;
+  /** How callers are authenticated; without it every `ctx.principal()` is UNAUTHENTICATED. */
+  readonly authenticate?: Authenticate;
+  /** Largest accepted request message, bytes (default 4 MiB). */
+  readonly maxReceiveMessageBytes?: number;
+}
+
+type AnyCall =
+  | grpc.ServerUnaryCall<unknown, unknown>
+  | grpc.ServerWritableStream<unknown, unknown>
+  | grpc.ServerReadableStream<unknown, unknown>
+  | grpc.ServerDuplexStream<unknown, unknown>;
+
+/**
+ * Hosts protobuf-es described services on `@grpc/grpc-js`, with `grpc.health.v1`, server
+ * reflection, typed error mapping, request ids and graceful shutdown.
+ */
+export class GrpcHost {
+  readonly health = new HealthRegistry();
+  readonly #server: grpc.Server;
+  readonly #logger: Logger;
+  readonly #authenticate: Authenticate | undefined;
+  readonly #services: DescService[] = [];
+  readonly #open = new Set<AbortController>();
+  #stopping = false;
+
+  constructor(options: GrpcHostOptions) {
+    this.#logger = options.logger;
+    this.#authenticate = options.authenticate;
+    this.#server = new grpc.Server({
+      "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
+      "grpc.keepalive_time_ms": 30_000,
+      "grpc.keepalive_permit_without_calls": 1,
+    });
+  }
+
+  /** Serves a service. Methods missing from `impl` answer UNIMPLEMENTED. */
+  addService<S extends DescService>(service: S, impl: Partial<ServiceImpl<S>>): this {
+    this.#server.addService(serviceDefinition(service), this.#handlers(service, impl));
+    this.#services.push(service);
+    this.health.set(service.typeName, "SERVING");
+    return this;
+  }
+
+  /** Binds and starts serving; resolves with the bound port (useful with port 0). */
+  async listen(host: string, port: number): Promise<number> {
+    this.#server.addService(serviceDefinition(HealthService), this.#handlers(HealthService, healthImpl(this.health)));
+    this.#server.addService(
+      serviceDefinition(ReflectionService),
+      this.#handlers(ReflectionService, reflectionImpl([...this.#services, HealthService])),
+    );
+    this.health.set("", "SERVING");
+    const address = host.includes(":") && !host.startsWith("[") ? `[${host}]:${port}` : `${host}:${port}`;
+    return new Promise((resolve, reject) => {
+      this.#server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, bound) =>
+        error ? reject(error) : resolve(bound),
+      );
+    });
+  }
+
+  /**
+   * Stops: health NOT_SERVING, refuse new calls, abort open streams so they can end cleanly,
+   * and cut whatever is still open after `graceMs`.
+   */
+  async shutdown(graceMs: number): Promise<void> {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    this.health.shutdown();
+    for (const controller of this.#open) controller.abort(new Error("server shutting down"));
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#server.forceShutdown();
+        resolve();
+      }, graceMs);
+      timer.unref();
+      this.#server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  #context(call: AnyCall, method: string): { ctx: CallContext; done: () => void } {
+    const controller = new AbortController();
+    this.#open.add(controller);
+    const requestId = requestIdFrom(call.metadata.get(REQUEST_ID_HEADER)[0]?.toString());
+    const deadline = call.getDeadline();
+    const deadlineDate =
+      deadline instanceof Date ? deadline : Number.isFinite(deadline) ? new Date(deadline) : undefined;
+    const onCancel = () => controller.abort(new Error("call cancelled"));
+    const events = call as unknown as NodeJS.EventEmitter;
+    events.on("cancelled", onCancel);
+    let principal: Promise<Principal> | undefined;
+    const authenticate = this.#authenticate;
+    const ctx: CallContext = {
+      method,
+      metadata: call.metadata,
+      requestId,
+      logger: this.#logger.child({ requestId, method }),
+      signal: controller.signal,
+      deadline: deadlineDate,
+      principal() {
+        principal ??= authenticate ? authenticate(call.metadata) : Promise.reject(new UnauthenticatedError());
+        return principal;
+      },
+    };
+    const responseMetadata = new grpc.Metadata();
+    responseMetadata.set(REQUEST_ID_HEADER, requestId);
+    call.sendMetadata(responseMetadata);
+    return {
+      ctx,
+      done: () => {
+        events.removeListener("cancelled", onCancel);
+        this.#open.delete(controller);
+      },
+    };
+  }
+
+  #handler(
+    service: DescService,
+    name: string,
+    kind: string,
+    output: DescMessage,
+    fn: ((...args: never[]) => unknown) | undefined,
+  ): grpc.UntypedHandleCall {
+    const method = `/${service.typeName}/${name}`;
+    const impl = fn ?? (() => Promise.reject(new UnimplementedError(method)));
+    const logger = this.#logger;
+    const fail = (error: unknown) => toCallStatus(error, logger, method);
+    switch (kind) {
+      case "unary":
+        return (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+          const { ctx, done } = this.#context(call, method);
+          (impl as (r: unknown, c: CallContext) => Promise<unknown>)(call.request, ctx).then(
+            (response) => {
+              done();
+              callback(null, create(output, response as never));
+            },
+            (error: unknown) => {
+              done();
+              callback(fail(error));
+            },
+          );
+        };
+      case "client_streaming":
+        return (call: grpc.ServerReadableStream<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+          const { ctx, done } = this.#context(call, method);
+          (impl as (r: AsyncIterable<unknown>, c: CallContext) => Promise<unknown>)(call, ctx).then(
+            (response) => {
+              done();
+              callback(null, create(output, response as never));
+            },
+            (error: unknown) => {
+              done();
+              callback(fail(error));
+            },
+          );
+        };
+      default: {
+        const bidi = kind === "bidi_streaming";
+        return (call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>) => {
+          const { ctx, done } = this.#context(call, method);
+          const source = bidi
+            ? (call as grpc.ServerDuplexStream<unknown, unknown>)
+            : (call as grpc.ServerWritableStream<unknown, unknown>).request;
+          const responses = (impl as (r: unknown, c: CallContext) => AsyncIterable<unknown>)(source, ctx);
+          pump(call, responses, output, ctx.signal).then(
+            () => {
+              done();
+              if (!call.cancelled) call.end();
+            },
+            (error: unknown) => {
+              done();
+              if (!call.cancelled) call.emit("error", fail(error));
+            },
+          );
+        };
+      }
+    }
+  }
+
+  #handlers<S extends DescService>(service: S, impl: Partial<ServiceImpl<S>>): grpc.UntypedServiceImplementation {
+    const handlers: grpc.UntypedServiceImplementation = {};
+    for (const method of service.methods) {
+      const fn = (impl as Record<string, unknown>)[method.localName] as ((...args: never[]) => unknown) | undefined;
+      handlers[method.localName] = this.#handler(service, method.name, method.methodKind, method.output, fn);
+    }
+    return handlers;
+  }
+}
+
+/** Writes a handler's responses with backpressure until it ends, the call is cancelled or aborted. */
+async function pump(
+  call: NodeJS.EventEmitter & { readonly cancelled: boolean; write(message: unknown): boolean },
+  responses: AsyncIterable<unknown>,
+  output: DescMessage,
+  signal: AbortSignal,
+): Promise<void> {
+  for await (const response of responses) {
+    if (call.cancelled) break;
+    if (!call.write(create(output, response as never))) {
+      try {
+        await once(call, "drain", { signal });
+      } catch {
+        // Aborted while waiting for the client: the handler decides how to end (it sees `signal`).
+      }
+    }
+  }
+}

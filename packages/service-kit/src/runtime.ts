@@ -1,0 +1,150 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import { type Bus, openBus } from "./bus";
+import { type Clock, systemClock } from "./clock";
+import { ConfigError, type ConfigOf, type commonEnv } from "./config";
+import { type Database, openDatabase } from "./database";
+import { type Authenticate, GrpcHost } from "./grpc/host";
+import { createLogger } from "./logger";
+import { applyMigrations, readMigrations } from "./migrations";
+
+/** The settings every service shares, as read by `readConfig(commonEnv)`. */
+export type CommonConfig = ConfigOf<typeof commonEnv>;
+
+/**
+ * The internal HMAC key: from config; or, on the embedded default only, one made once and kept
+ * under the data directory so separately started local services agree on it.
+ */
+export function resolveInternalKey(config: Pick<CommonConfig, "internalKey" | "databaseUrl" | "dataDir">): string {
+  if (config.internalKey) return config.internalKey;
+  if (config.databaseUrl) throw new ConfigError("UMX_INTERNAL_KEY", "is required when DATABASE_URL is set (unset)");
+  const file = join(config.dataDir, "internal-key");
+  if (existsSync(file)) return readFileSync(file, "utf8").trim();
+  mkdirSync(config.dataDir, { recursive: true });
+  const key = randomBytes(32).toString("base64url");
+  writeFileSync(file, key, { mode: 0o600, flag: "wx" });
+  return key;
+}
+
+/** What a service's wiring receives to build its handlers. */
+export interface ServiceDeps {
+  readonly host: GrpcHost;
+  readonly database: Database;
+  readonly bus: Bus;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly internalKey: string;
+  readonly operatorToken: string | undefined;
+}
+
+/** What a service's wiring gives back: how callers are authenticated and what to close on stop. */
+export interface ServiceWiring {
+  /** Called at stop, after the gRPC server drained and before the database closes. */
+  close?(): Promise<void>;
+}
+
+/** Options of one gRPC service process (or one service inside the embedded process). */
+export interface GrpcServiceOptions {
+  readonly name: string;
+  readonly port: number;
+  readonly config: CommonConfig;
+  /** Directory of the service's SQL migrations (Prisma layout). */
+  readonly migrationsDir: string;
+  /** Postgres schema of the service's tables (default: the service name). Tests pass their own. */
+  readonly schema?: string;
+  /** A bus to share (the embedded default shares one in-process bus); otherwise one is opened. */
+  readonly bus?: Bus;
+  readonly logger?: Logger;
+  readonly clock?: Clock;
+  /** Resolves callers; built by the wiring from the deps, so it is given as a factory. */
+  readonly authenticate?: (deps: Omit<ServiceDeps, "host">) => Authenticate;
+  /** Adds the service's handlers to the host. */
+  readonly wire: (deps: ServiceDeps) => Promise<ServiceWiring> | ServiceWiring;
+}
+
+/** A started service. */
+export interface RunningService {
+  readonly name: string;
+  /** The bound port (the real one when 0 was asked for). */
+  readonly port: number;
+  readonly host: GrpcHost;
+  readonly database: Database;
+  /** Graceful stop: NOT_SERVING, drain, close wiring, bus (if owned) and database. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Opens the store, migrates it, connects the bus, wires the handlers and listens. */
+export async function startGrpcService(options: GrpcServiceOptions): Promise<RunningService> {
+  const { config, name } = options;
+  const logger = options.logger ?? createLogger(name, config.logLevel);
+  const clock = options.clock ?? systemClock;
+  const internalKey = resolveInternalKey(config);
+  const database = await openDatabase({
+    service: name,
+    url: config.databaseUrl,
+    schema: options.schema ?? name,
+    dataDir: config.dataDir,
+  });
+  const ownsBus = options.bus === undefined;
+  let bus: Bus | undefined;
+  try {
+    const session = await database.openSession();
+    try {
+      const result = await applyMigrations(session, database.schema, readMigrations(options.migrationsDir));
+      logger.info({ applied: result.applied, schema: database.schema }, "migrations applied");
+      if (result.newer.length > 0)
+        logger.warn({ newer: result.newer }, "database has migrations newer than this build");
+    } finally {
+      await session.close();
+    }
+    bus = options.bus ?? (await openBus({ url: config.redisUrl, prefix: config.busPrefix, logger }));
+    const base = { database, bus, logger, clock, internalKey, operatorToken: config.operatorToken };
+    const host = new GrpcHost({ logger, authenticate: options.authenticate?.(base) });
+    const wiring = await options.wire({ ...base, host });
+    const port = await host.listen(config.bindHost, options.port);
+    logger.info({ port, store: database.kind, bus: config.redisUrl ? "redis" : "in-process" }, `${name} listening`);
+    let stopping: Promise<void> | undefined;
+    const openBusRef = bus;
+    return {
+      name,
+      port,
+      host,
+      database,
+      stop() {
+        stopping ??= (async () => {
+          await host.shutdown(config.shutdownGraceMs);
+          await wiring.close?.();
+          if (ownsBus) await openBusRef.close();
+          await database.close();
+          logger.info(`${name} stopped`);
+        })();
+        return stopping;
+      },
+    };
+  } catch (error) {
+    if (ownsBus) await bus?.close();
+    await database.close();
+    throw error;
+  }
+}
+
+/** Runs `stop` once on SIGTERM or SIGINT, then exits (non-zero if stopping failed). */
+export function stopOnSignals(stop: () => Promise<void>, logger: Logger): void {
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "stopping");
+    stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        logger.error({ err: error }, "stop failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.once("SIGTERM", onSignal);
+  process.once("SIGINT", onSignal);
+}

@@ -1,0 +1,2 @@
+export { cubeEnv } from "./config";
+export { type CubeServiceOptions, startCube } from "./server";

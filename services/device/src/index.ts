@@ -1,0 +1,2 @@
+export { deviceEnv } from "./config";
+export { type DeviceServiceOptions, startDevice } from "./server";

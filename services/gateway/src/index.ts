@@ -1,0 +1,2 @@
+export { gatewayEnv } from "./config";
+export { type GatewayOptions, type RunningGateway, startGateway } from "./server";

@@ -1,0 +1,2 @@
+export { presenceEnv } from "./config";
+export { type PresenceServiceOptions, startPresence } from "./server";
