@@ -2,13 +2,15 @@
 // each service's Prisma client. Runs offline; `npm install` runs it (postinstall).
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const bin = (name) => join(root, "node_modules", ".bin", name);
 const env = {
   ...process.env,
+  // buf finds the local protoc-gen-es plugin on PATH.
+  PATH: `${join(root, "node_modules", ".bin")}${delimiter}${process.env.PATH ?? ""}`,
   // prisma generate only checks that an engine file exists (see TOOLCHAIN.md).
   PRISMA_SCHEMA_ENGINE_BINARY: join(root, "scripts", "prisma-engine-stub", "schema-engine"),
   PRISMA_HIDE_UPDATE_MESSAGE: "1",

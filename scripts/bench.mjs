@@ -1,0 +1,25 @@
+// `npm run bench [service ...]`: builds the tree, then runs each service's benchmark
+// (services/<name>/bench/index.ts) in turn with tsx. Benchmarks print their own tables,
+// each figure next to a raw baseline (pg, Redis, bare gRPC) measured in the same run.
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { delimiter, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const bin = join(root, "node_modules", ".bin");
+const env = { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH ?? ""}` };
+const all = ["cube", "device", "presence", "gateway"];
+const asked = process.argv.slice(2);
+const services = asked.length > 0 ? asked : all;
+
+execFileSync(join(bin, "tsc"), ["--build"], { cwd: root, stdio: "inherit", env });
+for (const service of services) {
+  const entry = join(root, "services", service, "bench", "index.ts");
+  if (!existsSync(entry)) {
+    process.stdout.write(`${service}: no benchmark yet\n`);
+    continue;
+  }
+  process.stdout.write(`\n== ${service} ==\n`);
+  execFileSync(join(bin, "tsx"), [entry], { cwd: root, stdio: "inherit", env });
+}
