@@ -122,8 +122,16 @@ export class RedisBus implements Bus {
       maxRetriesPerRequest: 1,
       retryStrategy: (attempt: number) => Math.min(50 * 2 ** attempt, 2_000),
     };
-    this.#publisher = new Redis(options.url, { ...common, enableOfflineQueue: false, connectionName: "umx-pub" });
-    this.#subscriber = new Redis(options.url, { ...common, autoResubscribe: true, connectionName: "umx-sub" });
+    this.#publisher = new Redis(options.url, {
+      ...common,
+      enableOfflineQueue: false,
+      connectionName: `${options.prefix}-pub`,
+    });
+    this.#subscriber = new Redis(options.url, {
+      ...common,
+      autoResubscribe: true,
+      connectionName: `${options.prefix}-sub`,
+    });
     for (const [name, connection] of [
       ["publisher", this.#publisher],
       ["subscriber", this.#subscriber],

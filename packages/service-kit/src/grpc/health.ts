@@ -49,12 +49,13 @@ export function healthImpl(registry: HealthRegistry): ServiceImpl<typeof Health>
         ctx.signal.addEventListener("abort", () => resolve(), { once: true }),
       );
       try {
-        while (!ctx.signal.aborted) {
+        for (;;) {
           const status = registry.get(request.service) ?? ServingStatus.SERVICE_UNKNOWN;
           if (status !== last) {
             last = status;
             yield { status };
           }
+          if (ctx.signal.aborted) return;
           await Promise.race([new Promise<void>((resolve) => (wake = resolve)), aborted]);
         }
       } finally {

@@ -139,6 +139,8 @@ export class GrpcHost {
     if (this.#stopping) return;
     this.#stopping = true;
     this.health.shutdown();
+    // Let health watchers send NOT_SERVING before their streams are told to end.
+    await new Promise((resolve) => setImmediate(resolve));
     for (const controller of this.#open) controller.abort(new Error("server shutting down"));
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
@@ -218,7 +220,7 @@ export class GrpcHost {
       case "client_streaming":
         return (call: grpc.ServerReadableStream<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
           const { ctx, done } = this.#context(call, method);
-          (impl as (r: AsyncIterable<unknown>, c: CallContext) => Promise<unknown>)(call, ctx).then(
+          (impl as (r: AsyncIterable<unknown>, c: CallContext) => Promise<unknown>)(requestsOf(call), ctx).then(
             (response) => {
               done();
               callback(null, create(output, response as never));
@@ -234,7 +236,7 @@ export class GrpcHost {
         return (call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>) => {
           const { ctx, done } = this.#context(call, method);
           const source = bidi
-            ? (call as grpc.ServerDuplexStream<unknown, unknown>)
+            ? requestsOf(call as grpc.ServerDuplexStream<unknown, unknown>)
             : (call as grpc.ServerWritableStream<unknown, unknown>).request;
           const responses = (impl as (r: unknown, c: CallContext) => AsyncIterable<unknown>)(source, ctx);
           pump(call, responses, output, ctx.signal).then(
@@ -260,6 +262,14 @@ export class GrpcHost {
     }
     return handlers;
   }
+}
+
+/**
+ * The requests of a client-streaming or bidi call. Not the stream's own iterator: that one
+ * destroys the whole call when the requests end, before the responses are written.
+ */
+function requestsOf(call: grpc.ServerReadableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>) {
+  return call.iterator({ destroyOnReturn: false });
 }
 
 /** Writes a handler's responses with backpressure until it ends, the call is cancelled or aborted. */
