@@ -19,8 +19,12 @@ const env = {
 const run = (cmd, args, cwd = root) => execFileSync(cmd, args, { cwd, env, stdio: "inherit" });
 
 run(bin("buf"), ["generate"]);
-for (const service of ["cube", "device", "presence"]) {
-  const dir = join(root, "services", service);
+// Each service's client, and the service kit's test fixture.
+const schemaDirs = [
+  ...["cube", "device", "presence"].map((service) => join(root, "services", service)),
+  join(root, "packages", "service-kit", "test", "fixtures"),
+];
+for (const dir of schemaDirs) {
   if (existsSync(join(dir, "prisma", "schema.prisma"))) {
     run(bin("prisma"), ["generate", "--schema", "prisma/schema.prisma"], dir);
   }
