@@ -1,4 +1,6 @@
 /** One jest run for the whole tree: every package's and service's `test/` folder. */
+const { existsSync } = require("node:fs");
+const { join } = require("node:path");
 const swc = [
   "@swc/jest",
   {
@@ -11,7 +13,9 @@ const swc = [
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: "node",
-  roots: ["<rootDir>/packages", "<rootDir>/services", "<rootDir>/deploy"],
+  roots: ["packages", "services", "deploy"]
+    .filter((dir) => existsSync(join(__dirname, dir)))
+    .map((dir) => `<rootDir>/${dir}`),
   testMatch: ["**/test/**/*.test.ts"],
   transform: { "^.+\\.ts$": swc },
   moduleNameMapper: {
