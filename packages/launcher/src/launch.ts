@@ -2,7 +2,14 @@ import { cubeEnv, startCube } from "@unimatrix/cube";
 import { deviceEnv, startDevice } from "@unimatrix/device";
 import { gatewayEnv, startGateway } from "@unimatrix/gateway";
 import { presenceEnv, startPresence } from "@unimatrix/presence";
-import { type Bus, commonEnv, createLogger, InProcessBus, readConfig } from "@unimatrix/service-kit";
+import {
+  type Bus,
+  commonEnv,
+  createLogger,
+  InProcessBus,
+  readConfig,
+  resolveInternalKey,
+} from "@unimatrix/service-kit";
 
 /** The services a process can run, in start order (the gateway last: it calls the others). */
 export const SERVICE_NAMES = ["cube", "device", "presence", "gateway"] as const;
@@ -65,6 +72,7 @@ export async function launch(names: readonly ServiceName[] = SERVICE_NAMES, env 
           deviceAddress: local("device", gateway.deviceAddress),
           presenceAddress: local("presence", gateway.presenceAddress),
         },
+        internalKey: resolveInternalKey(config),
         bus,
       });
       stops.push(() => running.stop());

@@ -85,7 +85,8 @@ describe("npm start", () => {
     } finally {
       expect(await stop(again.child)).toBe(0);
     }
-  });
+    // PGlite creates each store on first start (initdb in WebAssembly): slow on a loaded 2-core machine.
+  }, 240_000);
 
   it("runs the same command against Postgres and Redis when their URLs are set", async () => {
     const database = uniqueName("umx_start");

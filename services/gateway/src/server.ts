@@ -1,49 +1,104 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import {
   type Bus,
+  type Clock,
   type CommonConfig,
   type ConfigOf,
   createClient,
   createLogger,
   type Logger,
+  systemClock,
   type TypedClient,
 } from "@unimatrix/service-kit";
+import { EdgeAuthenticator } from "./auth";
 import type { gatewayEnv } from "./config";
+import { applyCors } from "./cors";
+import { forwardingRoutes } from "./forward";
+import { GatewayMetrics } from "./metrics";
+import { RateLimiter } from "./rate-limit";
+import { cubeEvents, machineEvents, type SseDeps } from "./sse";
+import { openUpstreams } from "./upstreams";
 
 /** How to start the gateway. */
 export interface GatewayOptions {
   readonly config: CommonConfig;
   readonly gateway: ConfigOf<typeof gatewayEnv>;
-  /** The bus whose health `/readyz` reports (the gateway subscribes to it for live views). */
+  /** The key that signs principals for the services (the same `UMX_INTERNAL_KEY` they verify with). */
+  readonly internalKey: string;
+  /** The bus whose health `/readyz` reports. */
   readonly bus?: Bus;
   readonly logger?: Logger;
+  readonly clock?: Clock;
 }
 
 /** A started gateway. */
 export interface RunningGateway {
   readonly port: number;
+  readonly metrics: GatewayMetrics;
+  readonly auth: EdgeAuthenticator;
   stop(): Promise<void>;
 }
 
 type Check = { readonly name: string; readonly ok: boolean; readonly detail?: string };
 
-/** Starts the gateway: `/healthz` (the process is up) and `/readyz` (services and bus answer). */
+/**
+ * Starts the gateway: Connect (JSON and binary) and gRPC-Web for every public RPC, forwarded over
+ * gRPC as the authenticated caller; `/healthz` (the process is up), `/readyz` (services and bus
+ * answer) and `/metrics` (Prometheus).
+ */
 export async function startGateway(options: GatewayOptions): Promise<RunningGateway> {
+  const { gateway } = options;
   const logger = options.logger ?? createLogger("gateway", options.config.logLevel);
-  const upstreams: Record<string, TypedClient<typeof Health>> = {
-    cube: createClient(Health, options.gateway.cubeAddress),
-    device: createClient(Health, options.gateway.deviceAddress),
-    presence: createClient(Health, options.gateway.presenceAddress),
+  const clock = options.clock ?? systemClock;
+  const metrics = new GatewayMetrics();
+  const upstreams = openUpstreams(gateway);
+  const auth = new EdgeAuthenticator({
+    upstreams,
+    operatorToken: options.config.operatorToken,
+    cacheMs: gateway.authCacheMs,
+    clock,
+  });
+  const limiter = new RateLimiter(gateway.rateLimitPerSecond, gateway.rateLimitBurst, clock);
+  const health: Record<string, TypedClient<typeof Health>> = {
+    cube: createClient(Health, gateway.cubeAddress),
+    device: createClient(Health, gateway.deviceAddress),
+    presence: createClient(Health, gateway.presenceAddress),
+  };
+  const connect = connectNodeAdapter({
+    routes: forwardingRoutes({
+      upstreams,
+      auth,
+      limiter,
+      internalKey: options.internalKey,
+      defaultTimeoutMs: gateway.requestTimeoutMs,
+      onStream: (delta) => metrics.openStreams.inc({ kind: "connect" }, delta),
+    }),
+    grpc: false,
+    grpcWeb: true,
+    connect: true,
+    readMaxBytes: gateway.maxBodyBytes,
+  });
+
+  const sse: SseDeps = {
+    upstreams,
+    auth,
+    limiter,
+    internalKey: options.internalKey,
+    onStream: (delta) => metrics.openStreams.inc({ kind: "sse" }, delta),
   };
 
   const readiness = async (): Promise<Check[]> => {
-    const checks = Object.entries(upstreams).map(async ([name, client]): Promise<Check> => {
+    const checks = Object.entries(health).map(async ([name, client]): Promise<Check> => {
       try {
         const { status } = await client.check({ service: "" }, { deadline: 1_000 });
-        const ok = status === HealthCheckResponse_ServingStatus.SERVING;
-        return { name, ok, detail: HealthCheckResponse_ServingStatus[status] };
+        return {
+          name,
+          ok: status === HealthCheckResponse_ServingStatus.SERVING,
+          detail: HealthCheckResponse_ServingStatus[status],
+        };
       } catch (error) {
         return { name, ok: false, detail: (error as Error).message };
       }
@@ -52,43 +107,78 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     return [...(await Promise.all(checks)), bus];
   };
 
-  const handle = async (request: IncomingMessage, response: ServerResponse) => {
-    const path = new URL(request.url ?? "/", "http://gateway").pathname;
+  const route = async (request: IncomingMessage, response: ServerResponse, path: string) => {
     if (request.method === "GET" && path === "/healthz") return json(response, 200, { status: "ok" });
     if (request.method === "GET" && path === "/readyz") {
       const checks = await readiness();
       const ready = checks.every((check) => check.ok);
       return json(response, ready ? 200 : 503, { status: ready ? "ready" : "not ready", checks });
     }
-    return json(response, 404, { code: "not_found", message: `no route for ${request.method} ${path}` });
+    if (request.method === "GET" && path === "/metrics") {
+      const body = await metrics.registry.metrics();
+      response.writeHead(200, { "content-type": metrics.registry.contentType });
+      return response.end(body);
+    }
+    if (request.method === "GET" && path === "/v1/machines/events") {
+      return machineEvents(sse, request, response, new URL(request.url ?? "/", "http://gateway"));
+    }
+    const cubeEventsPath = /^\/v1\/cubes\/([^/]+)\/events$/.exec(path);
+    if (request.method === "GET" && cubeEventsPath) {
+      const url = new URL(request.url ?? "/", "http://gateway");
+      return cubeEvents(sse, request, response, decodeURIComponent(cubeEventsPath[1]!), url);
+    }
+    return connect(request, response);
   };
 
   const server: Server = createServer((request, response) => {
-    handle(request, response).catch((error: unknown) => {
-      logger.error({ err: error }, "gateway request failed");
+    const started = process.hrtime.bigint();
+    const path = new URL(request.url ?? "/", "http://gateway").pathname;
+    const label = routeLabel(path);
+    response.once("finish", () => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      metrics.requests.inc({ route: label, method: request.method ?? "", code: String(response.statusCode) });
+      metrics.latency.observe({ route: label, method: request.method ?? "" }, seconds);
+    });
+    if (applyCors(gateway.corsOrigins, request, response)) return;
+    route(request, response, path).catch((error: unknown) => {
+      logger.error({ err: error, path }, "gateway request failed");
       if (!response.headersSent) json(response, 500, { code: "internal", message: "internal error" });
+      else response.destroy();
     });
   });
+  server.requestTimeout = 0; // streams (SSE, MCP) stay open; unary calls carry their own deadline
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(options.gateway.port, options.config.bindHost, resolve);
+    server.listen(gateway.port, options.config.bindHost, resolve);
   });
   const port = (server.address() as AddressInfo).port;
   logger.info({ port }, "gateway listening");
   let stopping: Promise<void> | undefined;
   return {
     port,
+    metrics,
+    auth,
     stop() {
       stopping ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeIdleConnections();
         setTimeout(() => server.closeAllConnections(), options.config.shutdownGraceMs).unref();
       }).then(() => {
-        for (const client of Object.values(upstreams)) client.close();
+        upstreams.close();
+        for (const client of Object.values(health)) client.close();
       });
       return stopping;
     },
   };
+}
+
+/** A bounded metrics label for a path: Connect paths are kept, others folded. */
+function routeLabel(path: string): string {
+  if (/^\/unimatrix\.[a-z]+\.v1\.[A-Za-z]+\/[A-Za-z]+$/.test(path)) return path;
+  if (path === "/healthz" || path === "/readyz" || path === "/metrics" || path === "/mcp") return path;
+  if (/^\/v1\/cubes\/[^/]+\/events$/.test(path)) return "/v1/cubes/{cube}/events";
+  if (path === "/v1/machines/events") return path;
+  return "other";
 }
 
 function json(response: ServerResponse, status: number, body: unknown): void {

@@ -1,0 +1,113 @@
+import { status } from "@grpc/grpc-js";
+import {
+  bearerToken,
+  type Clock,
+  constantTimeEquals,
+  DomainError,
+  isServiceError,
+  type Principal,
+  parseToken,
+  sha256,
+  UnauthenticatedError,
+  UnavailableError,
+} from "@unimatrix/service-kit";
+import { principalFromMessage } from "./principal";
+import type { Upstreams } from "./upstreams";
+
+/** Options of the edge authenticator. */
+export interface EdgeAuthOptions {
+  readonly upstreams: Upstreams;
+  readonly operatorToken: string | undefined;
+  /** How long a resolved token is trusted without asking its service again (at most 5 s). */
+  readonly cacheMs: number;
+  readonly clock: Clock;
+  /** Most tokens kept in the cache; the oldest go first. */
+  readonly maxEntries?: number;
+}
+
+const OPERATOR: Principal = { kind: "operator", subjectId: "operator", tenantId: null };
+
+/** An authenticated caller and the key its rate limit and stream counts are kept under. */
+export interface EdgeCaller {
+  readonly principal: Principal;
+  /** SHA-256 of the token, hex: identifies the credential without keeping it. */
+  readonly credentialKey: string;
+}
+
+/**
+ * Turns `Authorization: Bearer umx_…` into a principal through the service that owns the token
+ * kind, caching the answer for at most `cacheMs` so a revoked token stops working within it.
+ */
+export class EdgeAuthenticator {
+  readonly #cache = new Map<string, { principal: Principal; until: number }>();
+  readonly #options: EdgeAuthOptions;
+
+  constructor(options: EdgeAuthOptions) {
+    this.#options = { ...options, cacheMs: Math.min(options.cacheMs, 5_000) };
+  }
+
+  /** The caller of a request; UNAUTHENTICATED for a missing, malformed, unknown or revoked token. */
+  async authenticate(authorization: string | null | undefined): Promise<EdgeCaller> {
+    const token = bearerToken(authorization ?? undefined);
+    if (!token) throw new UnauthenticatedError("missing bearer token");
+    const credentialKey = sha256(token).toString("hex");
+    const now = this.#options.clock.now().getTime();
+    const cached = this.#cache.get(credentialKey);
+    if (cached && cached.until > now) return { principal: cached.principal, credentialKey };
+    const principal = await this.#resolve(token);
+    this.#remember(credentialKey, principal, now);
+    return { principal, credentialKey };
+  }
+
+  /** Forgets every cached answer (tests, and after an operator-initiated revocation). */
+  clear(): void {
+    this.#cache.clear();
+  }
+
+  async #resolve(token: string): Promise<Principal> {
+    if (token.startsWith("umx_operator_")) {
+      if (this.#options.operatorToken && constantTimeEquals(token, this.#options.operatorToken)) return OPERATOR;
+      throw new UnauthenticatedError("invalid credential");
+    }
+    const parsed = parseToken(token);
+    if (!parsed) throw new UnauthenticatedError("malformed bearer token");
+    const { upstreams } = this.#options;
+    const ask = async () => {
+      switch (parsed.kind) {
+        case "client":
+        case "user":
+        case "drone":
+          return (await upstreams.identity.authenticate({ token }, { deadline: 5_000 })).principal;
+        case "machine":
+          return (await upstreams.machine.authenticate({ token }, { deadline: 5_000 })).principal;
+        case "device":
+          return (await upstreams.device.authenticate({ token }, { deadline: 5_000 })).principal;
+        default:
+          return undefined;
+      }
+    };
+    try {
+      const principal = principalFromMessage(await ask());
+      if (!principal) throw new UnauthenticatedError("invalid credential");
+      return principal;
+    } catch (error) {
+      if (error instanceof DomainError) throw error;
+      if (isServiceError(error) && error.code === status.UNAUTHENTICATED) {
+        throw new UnauthenticatedError("invalid credential");
+      }
+      if (isServiceError(error) && error.code === status.UNIMPLEMENTED) {
+        throw new UnauthenticatedError("this kind of credential is not accepted yet");
+      }
+      throw new UnavailableError("the service that owns this credential is unavailable");
+    }
+  }
+
+  #remember(key: string, principal: Principal, now: number): void {
+    const max = this.#options.maxEntries ?? 10_000;
+    if (this.#cache.size >= max) {
+      const oldest = this.#cache.keys().next().value;
+      if (oldest !== undefined) this.#cache.delete(oldest);
+    }
+    this.#cache.set(key, { principal, until: now + this.#options.cacheMs });
+  }
+}

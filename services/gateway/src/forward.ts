@@ -1,0 +1,103 @@
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
+import { Metadata } from "@grpc/grpc-js";
+import {
+  DomainError,
+  isServiceError,
+  PRINCIPAL_HEADER,
+  REQUEST_ID_HEADER,
+  requestIdFrom,
+  signPrincipal,
+} from "@unimatrix/service-kit";
+import type { EdgeAuthenticator, EdgeCaller } from "./auth";
+import type { RateLimiter } from "./rate-limit";
+import { INTERNAL_METHODS, PUBLIC_SERVICES, type Upstreams } from "./upstreams";
+
+/** What forwarding needs. */
+export interface ForwardDeps {
+  readonly upstreams: Upstreams;
+  readonly auth: EdgeAuthenticator;
+  readonly limiter: RateLimiter;
+  readonly internalKey: string;
+  /** Deadline for a forwarded call when the caller set none. */
+  readonly defaultTimeoutMs: number;
+  /** Counts open server streams (for metrics). */
+  readonly onStream?: (delta: 1 | -1) => void;
+}
+
+/** Any error on the way as a Connect error with the same code (the codes are gRPC's). */
+export function toConnectError(error: unknown): ConnectError {
+  if (error instanceof ConnectError) return error;
+  if (error instanceof DomainError) return new ConnectError(error.message, error.code as number as Code);
+  if (isServiceError(error)) return new ConnectError(error.details, error.code as number as Code);
+  return new ConnectError("internal error", Code.Internal);
+}
+
+/** Authenticates the caller of a Connect call and charges its rate limit. */
+export async function callerOf(deps: ForwardDeps, ctx: HandlerContext): Promise<EdgeCaller> {
+  const caller = await deps.auth.authenticate(ctx.requestHeader.get("authorization"));
+  if (!deps.limiter.take(caller.credentialKey)) {
+    throw new ConnectError("rate limit exceeded for this credential; slow down", Code.ResourceExhausted);
+  }
+  return caller;
+}
+
+/** Call options for the upstream: the signed principal, the request id, deadline and cancellation. */
+export function upstreamOptions(deps: ForwardDeps, caller: EdgeCaller, ctx: HandlerContext) {
+  const metadata = new Metadata();
+  metadata.set(PRINCIPAL_HEADER, signPrincipal(caller.principal, deps.internalKey));
+  metadata.set(REQUEST_ID_HEADER, requestIdFrom(ctx.requestHeader.get(REQUEST_ID_HEADER) ?? undefined));
+  const timeoutMs = ctx.timeoutMs();
+  return { metadata, deadline: timeoutMs ?? deps.defaultTimeoutMs, signal: ctx.signal };
+}
+
+type Forwarder = (...args: never[]) => unknown;
+
+function forwarder(deps: ForwardDeps, method: DescMethod, call: (...args: unknown[]) => unknown): Forwarder | null {
+  switch (method.methodKind) {
+    case "unary":
+      return (async (request: unknown, ctx: HandlerContext) => {
+        try {
+          const caller = await callerOf(deps, ctx);
+          return await (call(request, upstreamOptions(deps, caller, ctx)) as Promise<unknown>);
+        } catch (error) {
+          throw toConnectError(error);
+        }
+      }) as Forwarder;
+    case "server_streaming":
+      return async function* (request: unknown, ctx: HandlerContext) {
+        const caller = await callerOf(deps, ctx).catch((error: unknown) => {
+          throw toConnectError(error);
+        });
+        const options = { ...upstreamOptions(deps, caller, ctx), deadline: ctx.timeoutMs() };
+        deps.onStream?.(1);
+        try {
+          for await (const message of call(request, options) as AsyncIterable<unknown>) yield message;
+        } catch (error) {
+          if (!ctx.signal.aborted) throw toConnectError(error);
+        } finally {
+          deps.onStream?.(-1);
+        }
+      } as unknown as Forwarder;
+    default:
+      // Bidi and client streams need HTTP/2 end to end; they are served over gRPC only.
+      return null;
+  }
+}
+
+/** Registers every public RPC of the three services, forwarded over gRPC as the caller. */
+export function forwardingRoutes(deps: ForwardDeps) {
+  return (router: ConnectRouter) => {
+    for (const { service, client } of PUBLIC_SERVICES) {
+      const upstream = deps.upstreams[client] as unknown as Record<string, (...args: unknown[]) => unknown>;
+      const impl: Record<string, Forwarder> = {};
+      for (const method of service.methods) {
+        if (INTERNAL_METHODS.has(method.name)) continue;
+        const fn = upstream[method.localName];
+        const handler = fn ? forwarder(deps, method, fn) : null;
+        if (handler) impl[method.localName] = handler;
+      }
+      router.service(service, impl as never);
+    }
+  };
+}

@@ -1,0 +1,25 @@
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/** The gateway's Prometheus metrics, on a registry of its own (several gateways may share a process). */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  readonly requests = new Counter({
+    name: "unimatrix_gateway_requests_total",
+    help: "Requests answered, by route, method and status code.",
+    labelNames: ["route", "method", "code"] as const,
+    registers: [this.registry],
+  });
+  readonly latency = new Histogram({
+    name: "unimatrix_gateway_request_duration_seconds",
+    help: "Time to answer a request (to the end of the response), by route and method.",
+    labelNames: ["route", "method"] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    registers: [this.registry],
+  });
+  readonly openStreams = new Gauge({
+    name: "unimatrix_gateway_open_streams",
+    help: "Streams open now, by kind (connect, sse, mcp).",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
+}

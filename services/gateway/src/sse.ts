@@ -1,0 +1,218 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { toJson } from "@bufbuild/protobuf";
+import { Metadata, status } from "@grpc/grpc-js";
+import { SubscribeActivityResponseSchema } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import { WatchMachinesResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
+import {
+  DomainError,
+  isServiceError,
+  PRINCIPAL_HEADER,
+  REQUEST_ID_HEADER,
+  ResourceExhaustedError,
+  requestIdFrom,
+  signPrincipal,
+} from "@unimatrix/service-kit";
+import type { EdgeAuthenticator } from "./auth";
+import type { RateLimiter } from "./rate-limit";
+import type { Upstreams } from "./upstreams";
+
+/** One thing to write on an SSE stream. */
+export interface SseFrame {
+  readonly event?: string;
+  /** The cursor a reconnecting client sends back as `Last-Event-ID`. */
+  readonly id?: string;
+  readonly data?: unknown;
+  /** A comment line (heartbeat); invisible to EventSource listeners. */
+  readonly comment?: string;
+  /** Ends the stream after this frame. */
+  readonly end?: boolean;
+}
+
+/** What the SSE endpoints need. */
+export interface SseDeps {
+  readonly upstreams: Upstreams;
+  readonly auth: EdgeAuthenticator;
+  readonly limiter: RateLimiter;
+  readonly internalKey: string;
+  readonly onStream?: (delta: 1 | -1) => void;
+}
+
+const HTTP_STATUS: Partial<Record<status, number>> = {
+  [status.INVALID_ARGUMENT]: 400,
+  [status.UNAUTHENTICATED]: 401,
+  [status.PERMISSION_DENIED]: 403,
+  [status.NOT_FOUND]: 404,
+  [status.FAILED_PRECONDITION]: 412,
+  [status.RESOURCE_EXHAUSTED]: 429,
+  [status.UNAVAILABLE]: 503,
+};
+
+const CONNECT_CODE: Partial<Record<status, string>> = {
+  [status.INVALID_ARGUMENT]: "invalid_argument",
+  [status.UNAUTHENTICATED]: "unauthenticated",
+  [status.PERMISSION_DENIED]: "permission_denied",
+  [status.NOT_FOUND]: "not_found",
+  [status.FAILED_PRECONDITION]: "failed_precondition",
+  [status.RESOURCE_EXHAUSTED]: "resource_exhausted",
+  [status.UNAVAILABLE]: "unavailable",
+};
+
+function writeFrame(response: ServerResponse, frame: SseFrame): void {
+  let text = "";
+  if (frame.comment !== undefined) text += `: ${frame.comment}\n`;
+  if (frame.event !== undefined) text += `event: ${frame.event}\n`;
+  if (frame.id !== undefined) text += `id: ${frame.id}\n`;
+  if (frame.data !== undefined) text += `data: ${JSON.stringify(frame.data)}\n`;
+  response.write(`${text}\n`);
+}
+
+/** The cursor to resume from: `?after=` wins over `Last-Event-ID`; undefined when neither is given. */
+function resumeCursor(request: IncomingMessage, url: URL): string | undefined {
+  const after = url.searchParams.get("after");
+  if (after !== null) return after;
+  const last = request.headers["last-event-id"];
+  return typeof last === "string" ? last : undefined;
+}
+
+function errorStatus(error: unknown): { code: status; message: string } {
+  if (error instanceof DomainError) return { code: error.code, message: error.message };
+  if (isServiceError(error)) return { code: error.code, message: error.details };
+  return { code: status.INTERNAL, message: "internal error" };
+}
+
+/**
+ * Serves one SSE stream backed by a gRPC server stream. Errors before the first event become an
+ * HTTP error with Connect error JSON; after it, a final `error` event. The upstream stream is
+ * cancelled when the client goes away.
+ */
+async function serveStream<M>(
+  deps: SseDeps,
+  request: IncomingMessage,
+  response: ServerResponse,
+  open: (options: { metadata: Metadata; signal: AbortSignal }) => AsyncIterable<M>,
+  toFrames: (message: M) => SseFrame[],
+): Promise<void> {
+  const controller = new AbortController();
+  request.once("close", () => controller.abort());
+  let started = false;
+  try {
+    const caller = await deps.auth.authenticate(request.headers.authorization);
+    if (!deps.limiter.take(caller.credentialKey)) {
+      throw new ResourceExhaustedError("rate limit exceeded for this credential; slow down");
+    }
+    const metadata = new Metadata();
+    metadata.set(PRINCIPAL_HEADER, signPrincipal(caller.principal, deps.internalKey));
+    metadata.set(REQUEST_ID_HEADER, requestIdFrom(request.headers[REQUEST_ID_HEADER] as string | undefined));
+    const stream = open({ metadata, signal: controller.signal });
+    deps.onStream?.(1);
+    try {
+      for await (const message of stream) {
+        if (!started) {
+          started = true;
+          response.writeHead(200, {
+            "content-type": "text/event-stream; charset=utf-8",
+            "cache-control": "no-cache, no-transform",
+            connection: "keep-alive",
+            "x-accel-buffering": "no",
+          });
+          response.write("retry: 2000\n\n");
+        }
+        for (const frame of toFrames(message)) {
+          writeFrame(response, frame);
+          if (frame.end) {
+            controller.abort();
+            response.end();
+            return;
+          }
+        }
+      }
+    } finally {
+      deps.onStream?.(-1);
+    }
+    if (!started) response.writeHead(204);
+    response.end();
+  } catch (error) {
+    if (controller.signal.aborted && request.destroyed) return;
+    const { code, message } = errorStatus(error);
+    if (!started) {
+      const body = JSON.stringify({ code: CONNECT_CODE[code] ?? "internal", message });
+      response.writeHead(HTTP_STATUS[code] ?? 500, { "content-type": "application/json" });
+      response.end(body);
+    } else {
+      writeFrame(response, { event: "error", data: { code: CONNECT_CODE[code] ?? "internal", message } });
+      response.end();
+    }
+  }
+}
+
+/** `GET /v1/cubes/{cube}/events`: the activity entries and notifications the caller may see. */
+export function cubeEvents(
+  deps: SseDeps,
+  request: IncomingMessage,
+  response: ServerResponse,
+  cubeId: string,
+  url: URL,
+) {
+  const after = resumeCursor(request, url);
+  return serveStream(
+    deps,
+    request,
+    response,
+    ({ metadata, signal }) =>
+      deps.upstreams.activity.subscribeActivity(
+        { cubeId, ...(after !== undefined ? { after } : {}) },
+        { metadata, signal },
+      ),
+    (message) => {
+      const json = toJson(SubscribeActivityResponseSchema, message) as Record<string, unknown>;
+      const { event } = message;
+      switch (event.case) {
+        case "entry":
+          return [{ event: "entry", id: event.value.cursor, data: json.entry }];
+        case "notification":
+          return [{ event: "notification", id: event.value.cursor, data: json.notification }];
+        case "heartbeat":
+          return [{ comment: `heartbeat ${new Date().toISOString()}` }];
+        case "ready":
+          return [{ event: "ready", id: event.value.cursor || undefined, data: json.ready }];
+        case "accessRevoked":
+          return [{ event: "access_revoked", data: json.accessRevoked ?? {}, end: true }];
+        case "closed":
+          return [{ event: "closed", data: json.closed ?? {}, end: true }];
+        default:
+          return [];
+      }
+    },
+  );
+}
+
+/** `GET /v1/machines/events`: the presence watch contract of DESIGN §5. */
+export function machineEvents(deps: SseDeps, request: IncomingMessage, response: ServerResponse, url: URL) {
+  const after = resumeCursor(request, url) ?? "";
+  return serveStream(
+    deps,
+    request,
+    response,
+    ({ metadata, signal }) => deps.upstreams.machine.watchMachines({ after }, { metadata, signal }),
+    (message) => {
+      const json = toJson(WatchMachinesResponseSchema, message) as Record<string, unknown>;
+      const { event } = message;
+      switch (event.case) {
+        case "machineSnapshot":
+          return [{ event: "machine_snapshot", id: event.value.cursor, data: json.machineSnapshot }];
+        case "machineLinked":
+          return [{ event: "machine_linked", id: event.value.cursor, data: json.machineLinked }];
+        case "machineUnlinked":
+          return [{ event: "machine_unlinked", id: event.value.cursor, data: json.machineUnlinked }];
+        case "machineReady":
+          return [{ event: "machine_ready", id: event.value.cursor, data: json.machineReady }];
+        case "heartbeat":
+          return [{ comment: `heartbeat ${new Date().toISOString()}` }];
+        case "accessRevoked":
+          return [{ event: "access_revoked", data: {}, end: true }];
+        default:
+          return [];
+      }
+    },
+  );
+}
