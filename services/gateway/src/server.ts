@@ -17,6 +17,7 @@ import { EdgeAuthenticator } from "./auth";
 import type { gatewayEnv } from "./config";
 import { applyCors } from "./cors";
 import { forwardingRoutes } from "./forward";
+import { mcpHandler } from "./mcp/handler";
 import { GatewayMetrics } from "./metrics";
 import { RateLimiter } from "./rate-limit";
 import { cubeEvents, machineEvents, type SseDeps } from "./sse";
@@ -90,6 +91,17 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     onStream: (delta) => metrics.openStreams.inc({ kind: "sse" }, delta),
   };
 
+  const mcp = mcpHandler({
+    upstreams,
+    auth,
+    limiter,
+    internalKey: options.internalKey,
+    logger,
+    timeoutMs: gateway.requestTimeoutMs,
+    maxBodyBytes: gateway.maxBodyBytes,
+    onSession: (delta) => metrics.openStreams.inc({ kind: "mcp" }, delta),
+  });
+
   const readiness = async (): Promise<Check[]> => {
     const checks = Object.entries(health).map(async ([name, client]): Promise<Check> => {
       try {
@@ -119,6 +131,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       response.writeHead(200, { "content-type": metrics.registry.contentType });
       return response.end(body);
     }
+    if (path === "/mcp") return mcp.handle(request, response);
     if (request.method === "GET" && path === "/v1/machines/events") {
       return machineEvents(sse, request, response, new URL(request.url ?? "/", "http://gateway"));
     }
@@ -161,6 +174,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     stop() {
       stopping ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
+        void mcp.close();
         server.closeIdleConnections();
         setTimeout(() => server.closeAllConnections(), options.config.shutdownGraceMs).unref();
       }).then(() => {

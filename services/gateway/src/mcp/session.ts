@@ -1,0 +1,181 @@
+import { toJson } from "@bufbuild/protobuf";
+import { Metadata, status } from "@grpc/grpc-js";
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { AttachSeatOutcome, type AttachSeatResponse } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
+import { EntrySchema, NotificationSchema } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import {
+  DomainError,
+  InvalidArgumentError,
+  isServiceError,
+  type Logger,
+  PRINCIPAL_HEADER,
+  signPrincipal,
+} from "@unimatrix/service-kit";
+import type { EdgeAuthenticator, EdgeCaller } from "../auth";
+import type { Upstreams } from "../upstreams";
+
+/** What a session needs from the gateway. */
+export interface McpSessionDeps {
+  readonly upstreams: Upstreams;
+  readonly auth: EdgeAuthenticator;
+  readonly internalKey: string;
+  readonly logger: Logger;
+  readonly timeoutMs: number;
+}
+
+interface Seat {
+  readonly cubeId: string;
+  readonly roleId: string;
+  readonly droneId: string;
+  readonly token: string;
+}
+
+/**
+ * One MCP session: the bearer who opened it, and, after `seat_attach`, the drone it acts as.
+ * The drone identity lives here and only here; no tool input can name it.
+ */
+export class McpSession {
+  readonly upstreams: Upstreams;
+  #seat: Seat | undefined;
+  #subscription: AbortController | undefined;
+  #server: McpServer | undefined;
+
+  constructor(
+    private readonly deps: McpSessionDeps,
+    /** The `Authorization` header value that opened the session. */
+    private readonly authorization: string,
+    /** The caller that opened it (its credential key guards the session against other tokens). */
+    readonly caller: EdgeCaller,
+  ) {
+    this.upstreams = deps.upstreams;
+  }
+
+  /** Binds the MCP server that pushes notifications for this session. */
+  bind(server: McpServer): void {
+    this.#server = server;
+  }
+
+  /** Call options acting as the bearer (re-checked through the auth cache, so revocation bites). */
+  async asCaller() {
+    const { principal } = await this.deps.auth.authenticate(this.authorization);
+    return this.#options(principal);
+  }
+
+  /** Call options acting as the attached drone, or as the bearer before any seat is taken. */
+  async asActor() {
+    if (!this.#seat) return this.asCaller();
+    const { principal } = await this.deps.auth.authenticate(`Bearer ${this.#seat.token}`);
+    return this.#options(principal);
+  }
+
+  /** The cube a call is about: the one given, else the seat's. */
+  cubeId(given?: string): string {
+    const cubeId = given ?? this.#seat?.cubeId;
+    if (!cubeId) throw new InvalidArgumentError("cube_id", "required until you attach a seat with seat_attach");
+    return cubeId;
+  }
+
+  /** Attaches (or re-attaches) a seat as the bearer and starts pushing the drone's activity. */
+  async attach(cubeId: string, roleId: string, priorDroneId?: string, hostname?: string): Promise<AttachSeatResponse> {
+    const saved = this.#seat && this.#seat.cubeId === cubeId && this.#seat.roleId === roleId ? this.#seat : undefined;
+    const reply = await this.upstreams.cube.attachSeat(
+      {
+        cubeId,
+        roleId,
+        hostname: hostname ?? "mcp",
+        ...(saved ? { sessionToken: saved.token } : {}),
+        ...(priorDroneId !== undefined ? { priorDroneId } : {}),
+      },
+      await this.asCaller(),
+    );
+    if (reply.outcome === AttachSeatOutcome.SESSION_REJECTED || !reply.drone) return reply;
+    const token = reply.outcome === AttachSeatOutcome.REUSED && saved ? saved.token : reply.sessionToken;
+    this.#seat = { cubeId, roleId, droneId: reply.drone.id, token };
+    this.#follow();
+    return reply;
+  }
+
+  /** Runs a tool, turning failures into MCP tool errors with a readable message. */
+  async guard(run: () => Promise<CallToolResult>): Promise<CallToolResult> {
+    try {
+      return await run();
+    } catch (error) {
+      const text = describe(error);
+      if (text === undefined) this.deps.logger.error({ err: error }, "mcp tool failed");
+      return { isError: true, content: [{ type: "text", text: text ?? "INTERNAL: internal error" }] };
+    }
+  }
+
+  /** Ends the session's push stream. */
+  close(): void {
+    this.#subscription?.abort();
+    this.#subscription = undefined;
+  }
+
+  #options(principal: EdgeCaller["principal"]) {
+    const metadata = new Metadata();
+    metadata.set(PRINCIPAL_HEADER, signPrincipal(principal, this.deps.internalKey));
+    return { metadata, deadline: this.deps.timeoutMs };
+  }
+
+  /**
+   * Follows the drone's activity and pushes each entry and notification (acks, claims, releases,
+   * heartbeat pings) to the client as an MCP logging notification. Reconnects from the last cursor.
+   */
+  #follow(): void {
+    this.#subscription?.abort();
+    const controller = new AbortController();
+    this.#subscription = controller;
+    const seat = this.#seat!;
+    let after: string | undefined;
+    const run = async () => {
+      while (!controller.signal.aborted) {
+        try {
+          const options = { ...(await this.asActor()), deadline: undefined, signal: controller.signal };
+          const stream = this.upstreams.activity.subscribeActivity(
+            { cubeId: seat.cubeId, ...(after !== undefined ? { after } : {}) },
+            options,
+          );
+          for await (const message of stream) {
+            const { event } = message;
+            if (event.case === "entry" || event.case === "notification") {
+              after = event.value.cursor;
+              const data =
+                event.case === "entry"
+                  ? { event: "entry", entry: toJson(EntrySchema, event.value) }
+                  : { event: "notification", notification: toJson(NotificationSchema, event.value) };
+              await this.#server?.sendLoggingMessage({ level: "info", logger: "unimatrix.activity", data });
+            } else if (event.case === "ready" && after === undefined) {
+              after = event.value.cursor || undefined;
+            } else if (event.case === "accessRevoked" || event.case === "closed") {
+              if (event.case === "accessRevoked") return;
+              break;
+            }
+          }
+        } catch (error) {
+          if (controller.signal.aborted) return;
+          if (isServiceError(error) && (error.code === status.UNAUTHENTICATED || error.code === status.NOT_FOUND))
+            return;
+          if (error instanceof DomainError && error.code === status.UNAUTHENTICATED) return;
+          this.deps.logger.warn({ err: error }, "mcp activity stream dropped; resuming");
+        }
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    };
+    run().catch((error: unknown) => this.deps.logger.error({ err: error }, "mcp activity stream failed"));
+  }
+}
+
+const CODE_NAMES: Record<number, string> = Object.fromEntries(
+  Object.entries(status)
+    .filter(([, value]) => typeof value === "number")
+    .map(([name, value]) => [value as number, name]),
+);
+
+/** `CODE: message` for a caller-visible error; undefined for an unexpected one. */
+function describe(error: unknown): string | undefined {
+  if (error instanceof DomainError) return `${CODE_NAMES[error.code]}: ${error.message}`;
+  if (isServiceError(error)) return `${CODE_NAMES[error.code]}: ${error.details}`;
+  return undefined;
+}
