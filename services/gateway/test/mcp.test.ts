@@ -1,0 +1,204 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import { createClient } from "@unimatrix/service-kit";
+import { eventually } from "@unimatrix/service-kit/testing";
+import { call, type System, seedTenant, startSystem } from "./system";
+
+const TOOLS = [
+  "cube_get",
+  "cube_list",
+  "decision_list",
+  "decision_record",
+  "device_placement_get",
+  "directive_update",
+  "drones_list",
+  "log_ack",
+  "log_claim",
+  "log_post",
+  "log_read",
+  "machines_list",
+  "seat_attach",
+];
+
+interface Pushed {
+  readonly event: string;
+  readonly entry?: { id: string; message: string };
+  readonly notification?: { kind: string; text: string; entryId: string };
+}
+
+/** An agent: the MCP SDK client over streamable HTTP, with what the server pushed to it. */
+async function agent(system: System, token: string) {
+  const client = new Client({ name: "test-agent", version: "1.0.0" });
+  const pushed: Pushed[] = [];
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+    pushed.push(notification.params.data as Pushed);
+  });
+  const transport = new StreamableHTTPClientTransport(new URL(`${system.url}/mcp`), {
+    requestInit: { headers: { authorization: `Bearer ${token}` } },
+  });
+  await client.connect(transport);
+  const tool = async (name: string, args: Record<string, unknown> = {}) => {
+    const result = await client.callTool({ name, arguments: args });
+    return result as { isError?: boolean; structuredContent?: Record<string, unknown>; content: { text: string }[] };
+  };
+  return { client, pushed, tool, close: () => client.close() };
+}
+
+describe("gateway: MCP", () => {
+  let system: System;
+  let acme: Awaited<ReturnType<typeof seedTenant>>;
+
+  beforeAll(async () => {
+    system = await startSystem("gw_mcp");
+    acme = await seedTenant(system, "acme", 3);
+  }, 120_000);
+  afterAll(async () => {
+    await system?.stop();
+  });
+
+  it("offers exactly the thirteen tools, each with a JSON Schema for its input", async () => {
+    const a = await agent(system, acme.clients[0]!.token);
+    try {
+      const { tools } = await a.client.listTools();
+      expect(tools.map((t) => t.name).sort()).toEqual(TOOLS);
+      for (const tool of tools) expect(tool.inputSchema.type).toBe("object");
+    } finally {
+      await a.close();
+    }
+  });
+
+  it("acts as the attached drone: direct posts reach only their recipient, acks tell the author, claims are exclusive", async () => {
+    const [a, b, c] = await Promise.all(acme.clients.map((client) => agent(system, client.token)));
+    try {
+      const attach = async (x: NonNullable<typeof a>) => {
+        const result = await x.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
+        expect(result.isError).toBeFalsy();
+        return result.structuredContent!.drone_id as string;
+      };
+      const [droneA, droneB] = [await attach(a!), await attach(b!)];
+      await attach(c!);
+
+      const direct = await a!.tool("log_post", { message: "for B only", visibility: "direct", recipients: [droneB] });
+      expect(direct.isError).toBeFalsy();
+      const directId = direct.structuredContent!.id as string;
+      await eventually(() => b!.pushed.some((p) => p.entry?.id === directId), "B to receive the direct entry");
+
+      const broadcast = await a!.tool("log_post", { message: "who takes this?" });
+      const broadcastId = broadcast.structuredContent!.id as string;
+      await eventually(() => c!.pushed.some((p) => p.entry?.id === broadcastId), "C to receive the broadcast");
+      expect(c!.pushed.some((p) => p.entry?.id === directId)).toBe(false);
+
+      const ack = await b!.tool("log_ack", { entry_id: directId });
+      expect(ack.structuredContent!.newly_acked).toBe(true);
+      await eventually(
+        () =>
+          a!.pushed.some(
+            (p) => p.notification?.kind === "NOTIFICATION_KIND_ACK" && p.notification.entryId === directId,
+          ),
+        "A to be told of the ack",
+      );
+      expect(a!.pushed.find((p) => p.notification?.kind === "NOTIFICATION_KIND_ACK")?.notification?.text).toBe(
+        "[ACK] for B only",
+      );
+
+      const claim = await b!.tool("log_claim", { entry_id: broadcastId });
+      expect(claim.structuredContent!.outcome).toBe("claimed");
+      await eventually(
+        () =>
+          c!.pushed.some(
+            (p) => p.notification?.kind === "NOTIFICATION_KIND_CLAIM" && p.notification.entryId === broadcastId,
+          ),
+        "C to be told of the claim",
+      );
+      const second = await c!.tool("log_claim", { entry_id: broadcastId });
+      expect(second.structuredContent).toMatchObject({ outcome: "already_claimed", holder_drone_id: droneB });
+      expect(second.content[0]!.text).toContain("already_claimed");
+      expect(droneA).not.toBe(droneB);
+    } finally {
+      await Promise.all([a, b, c].map((x) => x?.close()));
+    }
+  });
+
+  it("gives a returning agent what it missed through log_read unread", async () => {
+    const poster = await agent(system, acme.clients[0]!.token);
+    let away = await agent(system, acme.clients[2]!.token);
+    try {
+      await poster.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
+      const seat = await away.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
+      const droneId = seat.structuredContent!.drone_id as string;
+      await away.tool("log_read", { unread: true, page_size: 500 }); // inbox now empty
+      await away.close();
+      await poster.tool("log_post", { message: "while you were out 1" });
+      await poster.tool("log_post", { message: "while you were out 2" });
+      away = await agent(system, acme.clients[2]!.token);
+      const back = await away.tool("seat_attach", {
+        cube_id: acme.cubeId,
+        role_id: acme.roleId,
+        prior_drone_id: droneId,
+      });
+      expect(back.structuredContent!.drone_id).toBe(droneId);
+      const unread = await away.tool("log_read", { unread: true, page_size: 500 });
+      const items = (unread.structuredContent!.items ?? []) as { entry?: { message: string } }[];
+      expect(items.flatMap((i) => (i.entry ? [i.entry.message] : []))).toEqual([
+        "while you were out 1",
+        "while you were out 2",
+      ]);
+    } finally {
+      await poster.close();
+      await away.close();
+    }
+  });
+
+  it("reports tool errors with a readable message", async () => {
+    const a = await agent(system, acme.clients[0]!.token);
+    try {
+      const unseated = await a.tool("log_post", { message: "nobody home" });
+      expect(unseated.isError).toBe(true);
+      expect(unseated.content[0]!.text).toMatch(/INVALID_ARGUMENT: cube_id: required until you attach a seat/);
+      const foreign = await a.tool("cube_get", { cube_id: "00000000-0000-4000-8000-000000000000" });
+      expect(foreign.isError).toBe(true);
+      expect(foreign.content[0]!.text).toMatch(/^NOT_FOUND: /);
+    } finally {
+      await a.close();
+    }
+  });
+
+  it("refuses /mcp without a valid bearer token", async () => {
+    const response = await fetch(`${system.url}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {} }),
+    });
+    expect(response.status).toBe(401);
+  });
+
+  it("lists machines as they link and unlink", async () => {
+    const machine = await call<{ machine: { id: string }; token: string }>(
+      system,
+      "unimatrix.presence.v1.MachineService/RegisterMachine",
+      { name: "runner-7" },
+      acme.user,
+    );
+    const a = await agent(system, acme.clients[0]!.token);
+    const links = createClient(LinkService, `127.0.0.1:${system.presence.port}`);
+    const linked = async () => {
+      const result = await a.tool("machines_list");
+      const machines = (result.structuredContent!.machines ?? []) as { id: string; linked?: boolean }[];
+      return machines.find((m) => m.id === machine.machine.id)?.linked === true;
+    };
+    try {
+      expect(await linked()).toBe(false);
+      const link = links.link({ metadata: { authorization: `Bearer ${machine.token}` } });
+      link.call.on("error", () => {});
+      link.send({ event: { case: "hello", value: { agentVersion: "test", hostname: "runner-7" } } });
+      await eventually(linked, "the machine to show as linked");
+      link.cancel();
+      await eventually(async () => !(await linked()), "the machine to show as unlinked");
+    } finally {
+      links.close();
+      await a.close();
+    }
+  });
+});

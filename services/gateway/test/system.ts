@@ -1,0 +1,146 @@
+import { startCube } from "@unimatrix/cube";
+import { startDevice } from "@unimatrix/device";
+import { type RunningGateway, startGateway } from "@unimatrix/gateway";
+import { startPresence } from "@unimatrix/presence";
+import { type CommonConfig, type RunningService, readConfig, silentLogger } from "@unimatrix/service-kit";
+import {
+  TEST_INTERNAL_KEY,
+  type TestSchema,
+  testBusPrefix,
+  testConfig,
+  testSchema,
+} from "@unimatrix/service-kit/testing";
+import { gatewayEnv } from "../src/config";
+
+export const OPERATOR_TOKEN = "umx_operator_gatewaytest_0123456789abcdef";
+
+/** All four services on real Postgres (a schema each) and Redis (one prefix), gateway in front. */
+export interface System {
+  readonly url: string;
+  readonly gateway: RunningGateway;
+  readonly cube: RunningService;
+  readonly device: RunningService;
+  readonly presence: RunningService;
+  readonly config: CommonConfig;
+  stop(): Promise<void>;
+}
+
+/** Options for the gateway under test. */
+export type GatewayOverrides = Partial<ReturnType<typeof readConfig<typeof gatewayEnv>>>;
+
+/** Starts the whole system for one suite. */
+export async function startSystem(label: string, overrides: GatewayOverrides = {}): Promise<System> {
+  const config = testConfig({ busPrefix: testBusPrefix(label), operatorToken: OPERATOR_TOKEN });
+  const schemas: TestSchema[] = [];
+  const schema = (name: string) => {
+    const s = testSchema(`${label}_${name}`);
+    schemas.push(s);
+    return s.schema;
+  };
+  const logger = silentLogger();
+  const [cube, device, presence] = await Promise.all([
+    startCube({ config, port: 0, schema: schema("cube"), logger }),
+    startDevice({ config, port: 0, schema: schema("device"), logger }),
+    startPresence({ config, port: 0, schema: schema("presence"), logger }),
+  ]);
+  const gateway = await startGateway({
+    config,
+    gateway: {
+      ...readConfig(gatewayEnv, {}),
+      port: 0,
+      cubeAddress: `127.0.0.1:${cube.port}`,
+      deviceAddress: `127.0.0.1:${device.port}`,
+      presenceAddress: `127.0.0.1:${presence.port}`,
+      corsOrigins: ["https://console.example.com"],
+      ...overrides,
+    },
+    internalKey: TEST_INTERNAL_KEY,
+    logger,
+  });
+  return {
+    url: `http://127.0.0.1:${gateway.port}`,
+    gateway,
+    cube,
+    device,
+    presence,
+    config,
+    async stop() {
+      await gateway.stop();
+      await Promise.all([cube.stop(), device.stop(), presence.stop()]);
+      for (const s of schemas) await s.drop();
+    },
+  };
+}
+
+/** A Connect unary call with JSON, as any script would make it with fetch. */
+export async function connectJson(
+  system: System,
+  path: string,
+  body: unknown,
+  token?: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`${system.url}/${path}`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...headers,
+    },
+    body: JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+}
+
+/** Calls a Connect JSON RPC and fails the test on a non-200 answer. */
+export async function call<T = Record<string, unknown>>(
+  system: System,
+  path: string,
+  body: unknown,
+  token?: string,
+): Promise<T> {
+  const { status, body: answer } = await connectJson(system, path, body, token);
+  if (status !== 200) throw new Error(`${path} answered ${status}: ${JSON.stringify(answer)}`);
+  return answer as T;
+}
+
+/** A tenant with an admin user, a cube with a worker role, and `clients` clients with write access. */
+export async function seedTenant(system: System, name: string, clients = 2) {
+  const tenant = await call<{ tenant: { id: string }; adminUserToken: string }>(
+    system,
+    "unimatrix.cube.v1.IdentityService/CreateTenant",
+    { name, adminDisplayName: `${name} admin` },
+    OPERATOR_TOKEN,
+  );
+  const user = tenant.adminUserToken;
+  const cube = await call<{ cube: { id: string } }>(
+    system,
+    "unimatrix.cube.v1.CubeService/CreateCube",
+    { requestKey: crypto.randomUUID(), name: `${name} cube`, directive: "ship it" },
+    user,
+  );
+  const role = await call<{ role: { id: string } }>(
+    system,
+    "unimatrix.cube.v1.CubeService/CreateRole",
+    { cubeId: cube.cube.id, name: "worker", isDefault: true, canBroadcast: true },
+    user,
+  );
+  const issued: { id: string; token: string }[] = [];
+  for (let i = 0; i < clients; i++) {
+    const client = await call<{ client: { id: string }; token: string }>(
+      system,
+      "unimatrix.cube.v1.IdentityService/IssueClient",
+      { name: `${name}-agent-${i}` },
+      user,
+    );
+    await call(
+      system,
+      "unimatrix.cube.v1.IdentityService/SetCubeGrant",
+      { clientId: client.client.id, cubeId: cube.cube.id, access: "CUBE_ACCESS_WRITE" },
+      user,
+    );
+    issued.push({ id: client.client.id, token: client.token });
+  }
+  return { tenantId: tenant.tenant.id, user, cubeId: cube.cube.id, roleId: role.role.id, clients: issued };
+}
