@@ -9,6 +9,7 @@ import {
   InProcessBus,
   readConfig,
   resolveInternalKey,
+  resolveOperatorToken,
 } from "@unimatrix/service-kit";
 
 /** The services a process can run, in start order (the gateway last: it calls the others). */
@@ -36,7 +37,8 @@ export interface Launched {
  * at their real ports (so port 0 works for tests).
  */
 export async function launch(names: readonly ServiceName[] = SERVICE_NAMES, env = process.env): Promise<Launched> {
-  const config = readConfig(commonEnv, env);
+  const read = readConfig(commonEnv, env);
+  const config = { ...read, operatorToken: resolveOperatorToken(read) };
   const ports = {
     cube: readConfig(cubeEnv, env).port,
     device: readConfig(deviceEnv, env).port,

@@ -28,6 +28,23 @@ export function resolveInternalKey(config: Pick<CommonConfig, "internalKey" | "d
   return key;
 }
 
+/**
+ * The operator token: from config; or, on the embedded default only, one made once and kept
+ * under the data directory (so `npm start` has an operator without any setup). Undefined when
+ * the installation runs on Postgres without one configured: no operator access.
+ */
+export function resolveOperatorToken(
+  config: Pick<CommonConfig, "operatorToken" | "databaseUrl" | "dataDir">,
+): string | undefined {
+  if (config.operatorToken || config.databaseUrl) return config.operatorToken;
+  const file = join(config.dataDir, "operator-token");
+  if (existsSync(file)) return readFileSync(file, "utf8").trim();
+  mkdirSync(config.dataDir, { recursive: true });
+  const token = `umx_operator_${randomBytes(24).toString("base64url").replaceAll("_", "-")}`;
+  writeFileSync(file, token, { mode: 0o600, flag: "wx" });
+  return token;
+}
+
 /** What a service's wiring receives to build its handlers. */
 export interface ServiceDeps {
   readonly host: GrpcHost;
