@@ -21,6 +21,7 @@ import { mcpHandler } from "./mcp/handler";
 import { GatewayMetrics } from "./metrics";
 import { RateLimiter } from "./rate-limit";
 import { cubeEvents, machineEvents, type SseDeps } from "./sse";
+import { isConsolePath, serveConsole } from "./static";
 import { openUpstreams } from "./upstreams";
 
 /** How to start the gateway. */
@@ -140,6 +141,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       const url = new URL(request.url ?? "/", "http://gateway");
       return cubeEvents(sse, request, response, decodeURIComponent(cubeEventsPath[1]!), url);
     }
+    if (isConsolePath(path)) return serveConsole(request, response, path);
     return connect(request, response);
   };
 

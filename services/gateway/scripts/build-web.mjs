@@ -1,0 +1,38 @@
+// Builds the web console (web/) into dist-web/: one bundled, minified ES module and one
+// stylesheet, both named by content hash under assets/, and index.html pointing at them.
+// Usage: node scripts/build-web.mjs  (from any directory)
+import { createHash } from "node:crypto";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const web = join(root, "web");
+const out = join(root, "dist-web");
+const hash = (text) => createHash("sha256").update(text).digest("hex").slice(0, 12);
+
+const bundle = await build({
+  entryPoints: [join(web, "src", "main.ts")],
+  bundle: true,
+  format: "esm",
+  target: "es2022",
+  minify: true,
+  sourcemap: false,
+  write: false,
+  legalComments: "none",
+});
+const js = bundle.outputFiles[0].text;
+const css = await readFile(join(web, "styles.css"), "utf8");
+const jsName = `app-${hash(js)}.js`;
+const cssName = `styles-${hash(css)}.css`;
+const html = (await readFile(join(web, "index.html"), "utf8")).replace("%JS%", jsName).replace("%CSS%", cssName);
+
+await rm(out, { recursive: true, force: true });
+await mkdir(join(out, "assets"), { recursive: true });
+await Promise.all([
+  writeFile(join(out, "assets", jsName), js),
+  writeFile(join(out, "assets", cssName), css),
+  writeFile(join(out, "index.html"), html),
+]);
+console.log(`web console built: dist-web/index.html, assets/${jsName} (${js.length} B), assets/${cssName}`);

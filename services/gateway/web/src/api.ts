@@ -1,0 +1,177 @@
+/** Connect JSON calls through the gateway, as any browser client makes them. */
+
+/** A failed call, with the Connect error code (`not_found`, `permission_denied`, ...). */
+export class ApiError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+/** Calls `/<package.Service>/<Method>` with a bearer token; answers the decoded JSON body. */
+export async function rpc<T>(method: string, body: unknown, token: string): Promise<T> {
+  let response: Response;
+  try {
+    response = await fetch(`/${method}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+      body: JSON.stringify(body),
+      credentials: "omit",
+    });
+  } catch {
+    throw new ApiError("unavailable", "the gateway cannot be reached", 0);
+  }
+  const text = await response.text();
+  let json: Record<string, unknown> = {};
+  try {
+    json = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+  } catch {
+    json = { message: text };
+  }
+  if (!response.ok) {
+    throw new ApiError(String(json.code ?? "unknown"), String(json.message ?? response.statusText), response.status);
+  }
+  return json as T;
+}
+
+export const CUBE = "unimatrix.cube.v1";
+export const PRESENCE = "unimatrix.presence.v1";
+export const DEVICE = "unimatrix.device.v1";
+
+/** The token kinds the console accepts at sign-in. */
+export type TokenKind = "user" | "client";
+
+export function tokenKind(token: string): TokenKind | undefined {
+  if (/^umx_user_[A-Za-z0-9_-]+$/.test(token)) return "user";
+  if (/^umx_client_[A-Za-z0-9_-]+$/.test(token)) return "client";
+  return undefined;
+}
+
+/** The tab's session: kept in sessionStorage (gone when the tab closes), never in a URL. */
+export const session = {
+  get token(): string | undefined {
+    return sessionStorage.getItem("umx.token") ?? undefined;
+  },
+  signIn(token: string): void {
+    sessionStorage.setItem("umx.token", token);
+  },
+  signOut(): void {
+    sessionStorage.clear();
+  },
+  /** The seat (drone session) taken in a cube by a client token. */
+  seat(cubeId: string): Seat | undefined {
+    const text = sessionStorage.getItem(`umx.seat.${cubeId}`);
+    return text ? (JSON.parse(text) as Seat) : undefined;
+  },
+  setSeat(cubeId: string, seat: Seat | undefined): void {
+    if (seat) sessionStorage.setItem(`umx.seat.${cubeId}`, JSON.stringify(seat));
+    else sessionStorage.removeItem(`umx.seat.${cubeId}`);
+  },
+};
+
+export interface Seat {
+  readonly droneId: string;
+  readonly label: string;
+  readonly roleName: string;
+  readonly sessionToken: string;
+}
+
+export interface Cube {
+  id: string;
+  name: string;
+  directive?: string;
+  callerAccess?: string;
+  createdAt?: string;
+  updatedAt?: string;
+}
+
+export interface Role {
+  id: string;
+  name: string;
+  shortDescription?: string;
+  roleClass?: string;
+  isDefault?: boolean;
+  mandatory?: boolean;
+  humanSeat?: boolean;
+  canBroadcast?: boolean;
+  receivesAllDirect?: boolean;
+}
+
+export interface Drone {
+  id: string;
+  roleId?: string;
+  roleName?: string;
+  label?: string;
+  hostname?: string;
+  posture?: string;
+  lastSeenAt?: string;
+  lastLogPostAt?: string;
+  live?: boolean;
+  evictedAt?: string;
+  silentPingCount?: number;
+  lastSilentPingAt?: string;
+}
+
+export interface Entry {
+  id: string;
+  cursor?: string;
+  author?: { droneId?: string; label?: string; principalId?: string; principalKind?: string };
+  message?: string;
+  visibility?: string;
+  recipientDroneIds?: string[];
+  kind?: string;
+  createdAt?: string;
+  ackCount?: number;
+  ackedByDroneIds?: string[];
+  claim?: { holderDroneId?: string; holderPrincipalId?: string; holderLabel?: string; claimedAt?: string };
+}
+
+export interface Notification {
+  id: string;
+  cursor?: string;
+  kind?: string;
+  text?: string;
+  entryId?: string;
+  actorDroneId?: string;
+  actorRoleName?: string;
+  createdAt?: string;
+}
+
+export interface Decision {
+  id: string;
+  author?: Entry["author"];
+  title?: string;
+  rationale?: string;
+  entryId?: string;
+  createdAt?: string;
+}
+
+export interface Machine {
+  id: string;
+  name: string;
+  linked?: boolean;
+  presenceChangedAt?: string;
+}
+
+export interface Device {
+  id: string;
+  displayName?: string;
+  platform?: string;
+  status?: string;
+  online?: boolean;
+  leaseExpiresAt?: string;
+  enrolledAt?: string;
+  revokedReason?: string;
+}
+
+export interface Placement {
+  rootSessionId: string;
+  deviceId?: string;
+  rev?: string;
+  placedAt?: string;
+  updatedAt?: string;
+  activeRunId?: string;
+}

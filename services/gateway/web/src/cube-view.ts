@@ -1,0 +1,568 @@
+import {
+  ApiError,
+  CUBE,
+  type Cube,
+  type Decision,
+  type Drone,
+  type Entry,
+  type Notification,
+  type Role,
+  rpc,
+  type Seat,
+  session,
+  tokenKind,
+} from "./api";
+import { enumLabel, h, replace, time } from "./dom";
+import { type EventStream, openEventStream, type StreamState } from "./events";
+
+/** How long a live drone may stay quiet before the console marks it silent. */
+const QUIET_MS = 10 * 60_000;
+const MAX_ENTRIES = 1000;
+
+export interface CubeViewContext {
+  readonly token: string;
+  readonly setStreamState: (state: StreamState, detail: string) => void;
+  readonly announce: (message: string) => void;
+}
+
+/** One open cube: directive, roles, drones, the live activity log, and the human seat. */
+export function cubeView(cubeId: string, context: CubeViewContext): { element: HTMLElement; dispose(): void } {
+  const signedIn = context.token;
+  let seat: Seat | undefined = session.seat(cubeId);
+  let cube: Cube | undefined;
+  let roles: Role[] = [];
+  let drones: Drone[] = [];
+  const entries = new Map<string, Entry>();
+  let stream: EventStream | undefined;
+  let disposed = false;
+  const actor = () => seat?.sessionToken ?? signedIn;
+
+  const header = h("header", { class: "cube-header" }, h("h2", {}, "Loading cube…"));
+  const error = h("p", { class: "error", role: "alert", hidden: true });
+  const seatBox = h("section", { class: "card seat", "aria-labelledby": "seat-title" });
+  const rolesBox = h("section", { class: "card", "aria-labelledby": "roles-title" });
+  const dronesBox = h("section", { class: "card", "aria-labelledby": "drones-title" });
+  const decisionsBox = h("section", { class: "card", "aria-labelledby": "decisions-title" });
+  const log = h("ol", { class: "log", role: "log", "aria-live": "polite", "aria-label": "Activity", id: "activity" });
+  const composer = buildComposer();
+  const element = h(
+    "div",
+    { class: "cube-view" },
+    header,
+    error,
+    h(
+      "div",
+      { class: "cube-grid" },
+      h(
+        "section",
+        { class: "card activity", "aria-labelledby": "activity-title" },
+        h("h3", { id: "activity-title" }, "Activity"),
+        log,
+        composer.form,
+      ),
+      h("aside", { class: "side" }, seatBox, dronesBox, rolesBox, decisionsBox),
+    ),
+  );
+
+  const showError = (e: unknown) => {
+    error.hidden = false;
+    error.textContent = e instanceof ApiError ? `${e.message} (${e.code})` : String((e as Error).message ?? e);
+  };
+  const clearError = () => {
+    error.hidden = true;
+    error.textContent = "";
+  };
+
+  function buildComposer() {
+    const message = h("textarea", {
+      id: "compose-message",
+      name: "message",
+      rows: 3,
+      required: true,
+      maxlength: 32768,
+      placeholder: "Write to the cube…",
+    });
+    const to = h("select", { id: "compose-to", name: "to" }, h("option", { value: "" }, "Everyone (broadcast)"));
+    const send = h("button", { type: "submit", class: "primary" }, "Post");
+    const form = h(
+      "form",
+      { class: "composer", "aria-label": "Post to the cube" },
+      h("label", { for: "compose-message" }, "Message"),
+      message,
+      h("div", { class: "row" }, h("label", { for: "compose-to" }, "To"), to, send),
+    );
+    message.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
+    });
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const text = message.value;
+      if (!text.trim()) return;
+      send.disabled = true;
+      try {
+        const direct = to.value !== "";
+        const { entry } = await rpc<{ entry: Entry }>(
+          `${CUBE}.ActivityService/AppendEntry`,
+          {
+            cubeId,
+            message: text,
+            visibility: direct ? "VISIBILITY_DIRECT" : "VISIBILITY_BROADCAST",
+            recipientDroneIds: direct ? [to.value] : [],
+          },
+          actor(),
+        );
+        message.value = "";
+        clearError();
+        upsert(entry);
+        context.announce("Posted");
+      } catch (e) {
+        showError(e);
+      } finally {
+        send.disabled = false;
+        message.focus();
+      }
+    });
+    return { form, message, to, send };
+  }
+
+  const droneLabel = (id: string | undefined) => {
+    if (!id) return "someone";
+    if (seat && id === seat.droneId) return `${seat.label} (you)`;
+    return drones.find((d) => d.id === id)?.label || id.slice(0, 8);
+  };
+
+  const canWrite = () => cube?.callerAccess === "CUBE_ACCESS_WRITE" || cube?.callerAccess === "CUBE_ACCESS_MANAGE";
+
+  function renderEntry(entry: Entry): HTMLLIElement {
+    const direct = entry.visibility === "VISIBILITY_DIRECT";
+    const mine = seat !== undefined && entry.author?.droneId === seat.droneId;
+    const ackedBy = entry.ackedByDroneIds ?? [];
+    const acked = seat !== undefined && ackedBy.includes(seat.droneId);
+    const author = entry.author?.label || enumLabel(entry.author?.principalKind, "PRINCIPAL_KIND_");
+    const actions = h("div", { class: "actions" });
+    if (canWrite() && !mine) {
+      actions.append(
+        h(
+          "button",
+          { type: "button", class: "small", disabled: acked, onclick: () => act("AckEntry", entry) },
+          acked ? "Acked" : "Ack",
+        ),
+      );
+    }
+    if (canWrite() && !entry.claim?.holderDroneId && !entry.claim?.holderPrincipalId) {
+      actions.append(h("button", { type: "button", class: "small", onclick: () => act("ClaimEntry", entry) }, "Claim"));
+    }
+    return h(
+      "li",
+      {
+        class: `entry${direct ? " direct" : ""}${mine ? " mine" : ""}`,
+        "data-entry-id": entry.id,
+        "aria-label": `${author}: ${entry.message ?? ""}`,
+      },
+      h(
+        "div",
+        { class: "meta" },
+        h("strong", { class: "author" }, author),
+        direct
+          ? h(
+              "span",
+              { class: "badge direct" },
+              `direct → ${(entry.recipientDroneIds ?? []).map(droneLabel).join(", ")}`,
+            )
+          : h("span", { class: "badge" }, "broadcast"),
+        entry.kind ? h("span", { class: "badge kind" }, entry.kind) : null,
+        time(entry.createdAt, "when"),
+      ),
+      h("p", { class: "message" }, entry.message ?? ""),
+      h(
+        "div",
+        { class: "footer" },
+        ackedBy.length > 0 || (entry.ackCount ?? 0) > 0
+          ? h(
+              "span",
+              { class: "acks", title: ackedBy.map(droneLabel).join(", ") },
+              `✓ ${Math.max(entry.ackCount ?? 0, ackedBy.length)} ack${Math.max(entry.ackCount ?? 0, ackedBy.length) === 1 ? "" : "s"}`,
+            )
+          : null,
+        entry.claim?.holderDroneId || entry.claim?.holderPrincipalId
+          ? h(
+              "span",
+              { class: "claim" },
+              `⚑ claimed by ${entry.claim.holderLabel || droneLabel(entry.claim.holderDroneId)}`,
+            )
+          : null,
+        actions,
+      ),
+    );
+  }
+
+  function upsert(entry: Entry) {
+    const known = entries.get(entry.id);
+    const merged = known ? { ...known, ...entry } : entry;
+    entries.set(entry.id, merged);
+    const node = renderEntry(merged);
+    const existing = log.querySelector(`[data-entry-id="${CSS.escape(entry.id)}"]`);
+    if (existing) existing.replaceWith(node);
+    else {
+      const stick = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+      log.append(node);
+      while (log.children.length > MAX_ENTRIES) {
+        const first = log.firstElementChild as HTMLElement;
+        entries.delete(first.dataset.entryId ?? "");
+        first.remove();
+      }
+      if (stick) log.scrollTop = log.scrollHeight;
+    }
+  }
+
+  function applyNotification(notification: Notification) {
+    const entry = notification.entryId ? entries.get(notification.entryId) : undefined;
+    if (entry) {
+      if (notification.kind === "NOTIFICATION_KIND_ACK" && notification.actorDroneId) {
+        const ackedBy = new Set(entry.ackedByDroneIds ?? []);
+        ackedBy.add(notification.actorDroneId);
+        upsert({ ...entry, ackedByDroneIds: [...ackedBy], ackCount: Math.max(entry.ackCount ?? 0, ackedBy.size) });
+      } else if (notification.kind === "NOTIFICATION_KIND_CLAIM") {
+        upsert({ ...entry, claim: { holderDroneId: notification.actorDroneId ?? "" } });
+      } else if (notification.kind === "NOTIFICATION_KIND_RELEASE") {
+        upsert({ ...entry, claim: {} });
+      }
+    }
+    if (notification.text) context.announce(notification.text);
+  }
+
+  async function act(method: "AckEntry" | "ClaimEntry", entry: Entry) {
+    try {
+      const answer = await rpc<{ entry?: Entry; outcome?: string }>(
+        `${CUBE}.ActivityService/${method}`,
+        { cubeId, entryId: entry.id },
+        actor(),
+      );
+      clearError();
+      if (answer.entry) upsert(answer.entry);
+      if (answer.outcome === "CLAIM_OUTCOME_ALREADY_CLAIMED") context.announce("Someone else holds that claim");
+    } catch (e) {
+      showError(e);
+    }
+  }
+
+  function renderHeader() {
+    if (!cube) return;
+    replace(
+      header,
+      h(
+        "div",
+        { class: "title-row" },
+        h("h2", {}, cube.name),
+        h("span", { class: "badge access" }, `${enumLabel(cube.callerAccess, "CUBE_ACCESS_")} access`),
+      ),
+      h("h3", { class: "label" }, "Directive"),
+      cube.directive ? h("p", { class: "directive" }, cube.directive) : h("p", { class: "muted" }, "No directive yet."),
+    );
+  }
+
+  function renderRoles() {
+    replace(
+      rolesBox,
+      h("h3", { id: "roles-title" }, `Roles (${roles.length})`),
+      h(
+        "ul",
+        { class: "plain" },
+        roles.map((role) =>
+          h(
+            "li",
+            {},
+            h("strong", {}, role.name),
+            " ",
+            role.roleClass === "ROLE_CLASS_QUEEN" ? h("span", { class: "badge" }, "queen") : null,
+            role.humanSeat ? h("span", { class: "badge human" }, "human seat") : null,
+            role.isDefault ? h("span", { class: "badge" }, "default") : null,
+            role.canBroadcast ? h("span", { class: "badge" }, "broadcasts") : null,
+            role.shortDescription ? h("div", { class: "muted" }, role.shortDescription) : null,
+          ),
+        ),
+      ),
+    );
+  }
+
+  function renderDrones() {
+    const now = Date.now();
+    const live = drones.filter((d) => !d.evictedAt);
+    replace(
+      dronesBox,
+      h("h3", { id: "drones-title" }, `Drones (${live.length})`),
+      live.length === 0
+        ? h("p", { class: "muted" }, "No seats taken yet.")
+        : h(
+            "table",
+            { class: "drones" },
+            h("caption", { class: "sr-only" }, "Drones of this cube"),
+            h(
+              "thead",
+              {},
+              h(
+                "tr",
+                {},
+                h("th", { scope: "col" }, "Drone"),
+                h("th", { scope: "col" }, "Posture"),
+                h("th", { scope: "col" }, "Last seen"),
+              ),
+            ),
+            h(
+              "tbody",
+              {},
+              live.map((drone) => {
+                const silent =
+                  (drone.silentPingCount ?? 0) > 0 ||
+                  (drone.live !== false &&
+                    drone.lastSeenAt !== undefined &&
+                    now - Date.parse(drone.lastSeenAt) > QUIET_MS);
+                return h(
+                  "tr",
+                  { class: silent ? "silent" : undefined, "data-drone-id": drone.id },
+                  h(
+                    "td",
+                    {},
+                    h("span", { class: `dot ${drone.live ? "on" : "off"}`, "aria-hidden": "true" }),
+                    h("strong", {}, drone.label || drone.id.slice(0, 8)),
+                    seat?.droneId === drone.id ? " (you)" : "",
+                    h("div", { class: "muted" }, drone.roleName ?? ""),
+                  ),
+                  h("td", {}, enumLabel(drone.posture, "DRONE_POSTURE_")),
+                  h(
+                    "td",
+                    {},
+                    time(drone.lastSeenAt),
+                    silent
+                      ? h(
+                          "span",
+                          { class: "badge warn" },
+                          `silent${drone.silentPingCount ? ` ×${drone.silentPingCount}` : ""}`,
+                        )
+                      : null,
+                  ),
+                );
+              }),
+            ),
+          ),
+    );
+    const selected = composer.to.value;
+    replace(
+      composer.to,
+      h("option", { value: "" }, "Everyone (broadcast)"),
+      live
+        .filter((d) => d.live && d.id !== seat?.droneId)
+        .map((d) => h("option", { value: d.id }, `${d.label || d.id.slice(0, 8)} only (direct)`)),
+    );
+    composer.to.value = [...composer.to.options].some((o) => o.value === selected) ? selected : "";
+  }
+
+  async function renderDecisions() {
+    try {
+      const { decisions = [] } = await rpc<{ decisions?: Decision[] }>(
+        `${CUBE}.ActivityService/ListDecisions`,
+        { cubeId, pageSize: 20 },
+        signedIn,
+      );
+      replace(
+        decisionsBox,
+        h("h3", { id: "decisions-title" }, "Decisions"),
+        decisions.length === 0
+          ? h("p", { class: "muted" }, "No decisions recorded.")
+          : h(
+              "ul",
+              { class: "plain" },
+              decisions.map((d) =>
+                h(
+                  "li",
+                  {},
+                  h("strong", {}, d.title ?? ""),
+                  h("div", { class: "muted" }, d.author?.label ?? "", " · ", time(d.createdAt)),
+                  d.rationale ? h("p", { class: "rationale" }, d.rationale) : null,
+                ),
+              ),
+            ),
+      );
+    } catch (e) {
+      replace(decisionsBox, h("h3", { id: "decisions-title" }, "Decisions"), h("p", { class: "muted" }, String(e)));
+    }
+  }
+
+  function renderSeat() {
+    const kind = tokenKind(signedIn);
+    if (seat) {
+      replace(
+        seatBox,
+        h("h3", { id: "seat-title" }, "Your seat"),
+        h("p", {}, "You are ", h("strong", {}, seat.label), ` in role ${seat.roleName}.`),
+        h("p", { class: "muted" }, "You post, ack and claim as this drone, and see what it sees."),
+        h("button", { type: "button", onclick: () => leaveSeat() }, "Leave seat"),
+      );
+    } else if (kind === "client") {
+      const ordered = [...roles].sort((a, b) => Number(b.humanSeat ?? false) - Number(a.humanSeat ?? false));
+      const select = h(
+        "select",
+        { id: "seat-role" },
+        ordered.map((r) => h("option", { value: r.id }, `${r.name}${r.humanSeat ? " (human seat)" : ""}`)),
+      );
+      replace(
+        seatBox,
+        h("h3", { id: "seat-title" }, "Take a seat"),
+        h("p", { class: "muted" }, "Join the cube as a drone to post, ack and claim as a member of the team."),
+        h(
+          "form",
+          { class: "row", onsubmit: (event: Event) => takeSeat(event, select.value) },
+          h("label", { for: "seat-role" }, "Role"),
+          select,
+          h("button", { type: "submit", class: "primary" }, "Take seat"),
+        ),
+      );
+    } else {
+      replace(
+        seatBox,
+        h("h3", { id: "seat-title" }, "Viewing as a user"),
+        h(
+          "p",
+          { class: "muted" },
+          "You see every entry of the cube. Sign in with a client token to take a human seat.",
+        ),
+      );
+    }
+    composer.form.hidden = !canWrite();
+  }
+
+  async function takeSeat(event: Event, roleId: string) {
+    event.preventDefault();
+    try {
+      const answer = await rpc<{ drone: Drone; sessionToken?: string }>(
+        `${CUBE}.CubeService/AttachSeat`,
+        { cubeId, roleId, hostname: "web console" },
+        signedIn,
+      );
+      if (!answer.sessionToken) throw new Error("the cube did not issue a session token");
+      seat = {
+        droneId: answer.drone.id,
+        label: answer.drone.label || "you",
+        roleName: answer.drone.roleName ?? "",
+        sessionToken: answer.sessionToken,
+      };
+      session.setSeat(cubeId, seat);
+      clearError();
+      context.announce(`Seated as ${seat.label}`);
+      renderSeat();
+      await refreshDrones();
+      restartStream();
+      composer.message.focus();
+    } catch (e) {
+      showError(e);
+    }
+  }
+
+  function leaveSeat() {
+    seat = undefined;
+    session.setSeat(cubeId, undefined);
+    renderSeat();
+    restartStream();
+  }
+
+  async function refreshDrones() {
+    try {
+      const answer = await rpc<{ drones?: Drone[] }>(
+        `${CUBE}.CubeService/ListDrones`,
+        { cubeId, pageSize: 500 },
+        signedIn,
+      );
+      drones = answer.drones ?? [];
+      renderDrones();
+    } catch (e) {
+      showError(e);
+    }
+  }
+
+  /** Reads the retained log (as the current viewer) and returns the cursor to stream from. */
+  async function backfill(): Promise<string> {
+    let cursor = "";
+    for (let page = 0; page < 20; page++) {
+      const answer = await rpc<{
+        items?: { entry?: Entry; notification?: Notification }[];
+        nextCursor?: string;
+        hasMore?: boolean;
+      }>(`${CUBE}.ActivityService/ReadActivity`, { cubeId, cursor, pageSize: 500 }, actor());
+      for (const item of answer.items ?? []) if (item.entry) upsert(item.entry);
+      cursor = answer.nextCursor ?? cursor;
+      if (!answer.hasMore) break;
+    }
+    return cursor;
+  }
+
+  function startStream(after: string) {
+    stream = openEventStream({
+      path: `/v1/cubes/${encodeURIComponent(cubeId)}/events`,
+      token: actor,
+      lastEventId: after,
+      readyEvents: ["ready"],
+      terminalEvents: ["access_revoked"],
+      onState: (state, detail) => context.setStreamState(state, detail),
+      onEvent: (type, data) => {
+        if (type === "entry") {
+          upsert(data as Entry);
+          const author = (data as Entry).author?.droneId;
+          if (author && !drones.some((d) => d.id === author)) void refreshDrones();
+        } else if (type === "notification") applyNotification(data as Notification);
+        else if (type === "access_revoked") {
+          const reason = (data as { reason?: string }).reason ?? "access revoked";
+          context.setStreamState("ended", reason);
+          if (seat) {
+            seat = undefined;
+            session.setSeat(cubeId, undefined);
+            renderSeat();
+            restartStream();
+          }
+        }
+      },
+    });
+  }
+
+  function restartStream() {
+    const after = stream?.lastEventId() ?? "";
+    stream?.close();
+    log.replaceChildren();
+    entries.clear();
+    void backfill().then(
+      (cursor) => !disposed && startStream(cursor || after),
+      (e) => showError(e),
+    );
+  }
+
+  const timer = setInterval(() => void refreshDrones(), 15_000);
+
+  void (async () => {
+    try {
+      const [got, roleList] = await Promise.all([
+        rpc<{ cube: Cube }>(`${CUBE}.CubeService/GetCube`, { cubeId }, signedIn),
+        rpc<{ roles?: Role[] }>(`${CUBE}.CubeService/ListRoles`, { cubeId }, signedIn),
+      ]);
+      cube = got.cube;
+      roles = roleList.roles ?? [];
+      document.title = `${cube.name} · Unimatrix`;
+      renderHeader();
+      renderRoles();
+      renderSeat();
+      await refreshDrones();
+      void renderDecisions();
+      const cursor = await backfill();
+      if (!disposed) startStream(cursor);
+    } catch (e) {
+      showError(e);
+    }
+  })();
+
+  return {
+    element,
+    dispose() {
+      disposed = true;
+      clearInterval(timer);
+      stream?.close();
+    },
+  };
+}
