@@ -1,0 +1,281 @@
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import { type RunningGateway, startGateway } from "@unimatrix/gateway";
+import { createClient, readConfig, silentLogger } from "@unimatrix/service-kit";
+import { eventually, TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { gatewayEnv } from "../src/config";
+import { call, type System, seedTenant, startSystem } from "./system";
+
+const GATEWAY = resolve(__dirname, "..");
+const ARTIFACTS = resolve(__dirname, "../../../test-artifacts/console");
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+interface Pushed {
+  readonly event: string;
+  readonly entry?: { id: string; message: string };
+  readonly notification?: { kind: string; entryId: string };
+}
+
+/** An agent on MCP (the SDK client over streamable HTTP), remembering what was pushed to it. */
+async function mcpAgent(url: string, token: string) {
+  const client = new Client({ name: "console-test-agent", version: "1.0.0" });
+  const pushed: Pushed[] = [];
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+    pushed.push(notification.params.data as Pushed);
+  });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${token}` } },
+    }),
+  );
+  const tool = async (name: string, args: Record<string, unknown> = {}) => {
+    const result = (await client.callTool({ name, arguments: args })) as {
+      isError?: boolean;
+      structuredContent?: Record<string, unknown>;
+      content: { text: string }[];
+    };
+    if (result.isError) throw new Error(`${name}: ${result.content[0]?.text}`);
+    return result.structuredContent ?? {};
+  };
+  return { pushed, tool, close: () => client.close() };
+}
+
+describe("gateway: web console", () => {
+  let system: System;
+  let acme: Awaited<ReturnType<typeof seedTenant>>;
+  let browser: BrowserContext;
+  let page: Page;
+  let profile: string;
+  let restarted: RunningGateway | undefined;
+  const shot = (name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+
+  beforeAll(async () => {
+    execFileSync(process.execPath, [join(GATEWAY, "scripts", "build-web.mjs")], { stdio: "ignore" });
+    mkdirSync(ARTIFACTS, { recursive: true });
+    system = await startSystem("gw_console");
+    acme = await seedTenant(system, "acme", 3);
+    await call(
+      system,
+      "unimatrix.cube.v1.CubeService/CreateRole",
+      { cubeId: acme.cubeId, name: "operator", humanSeat: true, canBroadcast: true, shortDescription: "A person" },
+      acme.user,
+    );
+    profile = mkdtempSync(join(tmpdir(), "umx-console-chromium-"));
+    browser = await chromium.launchPersistentContext(profile, {
+      executablePath: "/usr/bin/chromium",
+      args: CHROMIUM_ARGS,
+      headless: true,
+      viewport: { width: 1280, height: 860 },
+    });
+    page = browser.pages()[0] ?? (await browser.newPage());
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+    await restarted?.stop();
+    await system?.stop();
+  });
+
+  it("serves the console at / with its security headers, and nothing outside its folder", async () => {
+    const index = await fetch(`${system.url}/`);
+    expect(index.status).toBe(200);
+    expect(index.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    expect(index.headers.get("cache-control")).toBe("no-cache");
+    expect(index.headers.get("content-security-policy")).toContain("connect-src 'self'");
+    expect(index.headers.get("x-content-type-options")).toBe("nosniff");
+    const html = await index.text();
+    const script = /src="(\/assets\/app-[0-9a-f]{12}\.js)"/.exec(html)?.[1];
+    const style = /href="(\/assets\/styles-[0-9a-f]{12}\.css)"/.exec(html)?.[1];
+    expect(script).toBeDefined();
+    expect(style).toBeDefined();
+    const js = await fetch(`${system.url}${script}`);
+    expect(js.status).toBe(200);
+    expect(js.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+    expect(js.headers.get("cache-control")).toContain("immutable");
+    expect((await fetch(`${system.url}${style}`)).headers.get("content-type")).toBe("text/css; charset=utf-8");
+
+    const head = await fetch(`${system.url}/index.html`, { method: "HEAD" });
+    expect(head.status).toBe(200);
+    expect(Number(head.headers.get("content-length"))).toBe(Buffer.byteLength(html));
+    expect((await fetch(`${system.url}/assets/nope.js`)).status).toBe(404);
+    expect((await fetch(`${system.url}/assets/%2e%2e/%2e%2e/package.json`)).status).toBe(404);
+    expect((await fetch(`${system.url}/assets/..%2f..%2fsrc%2fstatic.ts`)).status).toBe(404);
+    expect((await fetch(`${system.url}/`, { method: "DELETE" })).status).toBe(405);
+  });
+
+  it("signs in, shows an agent's post live, posts, acks and claims as a human seat, and the agent receives it", async () => {
+    const consoleClient = acme.clients[1]!;
+    await page.goto(system.url);
+    await page.getByLabel("Access token").fill("not-a-token");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByText("That is not a user or client token").waitFor();
+    await page.getByLabel("Access token").fill(consoleClient.token);
+    await shot("01-sign-in");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("link", { name: "acme cube" }).click();
+    await page.getByRole("heading", { name: "acme cube" }).waitFor();
+    expect(await page.evaluate(() => sessionStorage.getItem("umx.token"))).toBe(consoleClient.token);
+    expect(page.url()).not.toContain(consoleClient.token);
+
+    await page.getByLabel("Role").selectOption({ label: "operator (human seat)" });
+    await page.getByRole("button", { name: "Take seat" }).click();
+    await page.getByRole("heading", { name: "Your seat" }).waitFor();
+    await page.locator("#stream-status[data-state=live]").waitFor();
+
+    const agent = await mcpAgent(system.url, acme.clients[0]!.token);
+    try {
+      await agent.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
+      const posted = await agent.tool("log_post", { message: "build 412 is green" });
+      const agentEntry = page.locator(`li[data-entry-id="${posted.id as string}"]`);
+      await agentEntry.getByText("build 412 is green").waitFor();
+
+      await page.getByLabel("Message", { exact: true }).fill("ship it to staging, please");
+      await page.getByRole("button", { name: "Post", exact: true }).click();
+      await eventually(
+        () => agent.pushed.some((p) => p.entry?.message === "ship it to staging, please"),
+        "the agent to receive the console's post",
+      );
+      const mine = agent.pushed.find((p) => p.entry?.message === "ship it to staging, please")!.entry!;
+
+      await agentEntry.getByRole("button", { name: "Ack" }).click();
+      await agentEntry.getByText("✓ 1 ack").waitFor();
+      await eventually(
+        () =>
+          agent.pushed.some(
+            (p) => p.notification?.kind === "NOTIFICATION_KIND_ACK" && p.notification.entryId === posted.id,
+          ),
+        "the agent to be told of the console's ack",
+      );
+      await agentEntry.getByRole("button", { name: "Claim" }).click();
+      await agentEntry.getByText(/claimed by/).waitFor();
+      const second = await agent.tool("log_claim", { entry_id: posted.id });
+      expect(second.outcome).toBe("already_claimed");
+
+      // The agent acks the console's post: the seat's stream carries the notification.
+      await agent.tool("log_ack", { entry_id: mine.id });
+      await page.locator(`li[data-entry-id="${mine.id}"]`).getByText("✓ 1 ack").waitFor();
+      await page.locator(`tr[data-drone-id]`).nth(1).waitFor();
+      expect(await page.locator("[role=log] li").count()).toBe(2);
+      await shot("02-cube-live");
+    } finally {
+      await agent.close();
+    }
+  }, 60_000);
+
+  it("shows machines linking and unlinking live, with the time of the change", async () => {
+    const machine = await call<{ machine: { id: string }; token: string }>(
+      system,
+      "unimatrix.presence.v1.MachineService/RegisterMachine",
+      { name: "build-01" },
+      acme.user,
+    );
+    await page.getByRole("link", { name: "Machines" }).click();
+    const row = page.locator(`tr[data-machine-id="${machine.machine.id}"]`);
+    await page.locator(`tr[data-machine-id="${machine.machine.id}"][data-state=unlinked]`).waitFor();
+    await page.locator("#stream-status[data-state=live]").waitFor();
+
+    const links = createClient(LinkService, `127.0.0.1:${system.presence.port}`);
+    const link = links.link({ metadata: { authorization: `Bearer ${machine.token}` } });
+    link.call.on("error", () => {});
+    link.send({ event: { case: "hello", value: { agentVersion: "test", hostname: "build-01" } } });
+    try {
+      await page.locator(`tr[data-machine-id="${machine.machine.id}"][data-state=linked]`).waitFor();
+      expect(await row.locator(".state").textContent()).toBe("linked");
+      expect(await row.locator("time").getAttribute("datetime")).toMatch(/^\d{4}-\d\d-\d\dT/);
+      await shot("03-machine-linked");
+    } finally {
+      link.cancel();
+    }
+    await page.locator(`tr[data-machine-id="${machine.machine.id}"][data-state=unlinked]`).waitFor();
+    expect(await page.getByText("0 of 1 linked").count()).toBe(1);
+    links.close();
+    await shot("04-machine-unlinked");
+  });
+
+  it("shows devices and the placement lookup", async () => {
+    await page.getByRole("link", { name: "Devices" }).click();
+    await page.getByRole("heading", { name: "Devices" }).waitFor();
+    await page.getByText("No devices enrolled.").waitFor();
+    await page.getByLabel("Root session").fill("no-such-session");
+    await page.getByRole("button", { name: "Look up" }).click();
+    await page.locator(".placement-result .error").waitFor();
+    await shot("05-devices");
+  });
+
+  it("shows reconnecting… when the gateway goes away and resumes without losing or repeating entries", async () => {
+    const poster = await call<{ sessionToken: string }>(
+      system,
+      "unimatrix.cube.v1.CubeService/AttachSeat",
+      { cubeId: acme.cubeId, roleId: acme.roleId },
+      acme.clients[2]!.token,
+    );
+    await page.getByRole("link", { name: "Cubes" }).click();
+    await page.getByRole("link", { name: "acme cube" }).click();
+    await page.locator("#stream-status[data-state=live]").waitFor();
+    const before = await page.locator("[role=log] li").count();
+
+    const port = system.gateway.port;
+    await system.gateway.stop();
+    await page.locator("#stream-status[data-state=reconnecting]").waitFor();
+    expect(await page.locator("#stream-status").textContent()).toBe("reconnecting…");
+    await shot("06-reconnecting");
+
+    // While the gateway is down, the cube goes on: three posts straight to the cube service.
+    const activity = createClient(ActivityService, `127.0.0.1:${system.cube.port}`);
+    try {
+      for (const message of ["while away 1", "while away 2", "while away 3"]) {
+        await activity.appendEntry(
+          { cubeId: acme.cubeId, message, visibility: Visibility.BROADCAST },
+          { metadata: { authorization: `Bearer ${poster.sessionToken}` } },
+        );
+      }
+    } finally {
+      activity.close();
+    }
+
+    restarted = await startGateway({
+      config: system.config,
+      gateway: {
+        ...readConfig(gatewayEnv, {}),
+        port,
+        cubeAddress: `127.0.0.1:${system.cube.port}`,
+        deviceAddress: `127.0.0.1:${system.device.port}`,
+        presenceAddress: `127.0.0.1:${system.presence.port}`,
+      },
+      internalKey: TEST_INTERNAL_KEY,
+      logger: silentLogger(),
+    });
+    await page.locator("#stream-status[data-state=live]").waitFor({ timeout: 20_000 });
+    await page.getByText("while away 3").waitFor();
+    await call(
+      system,
+      "unimatrix.cube.v1.ActivityService/AppendEntry",
+      { cubeId: acme.cubeId, message: "back again", visibility: "VISIBILITY_BROADCAST" },
+      poster.sessionToken,
+    );
+    await page.getByText("back again").waitFor();
+    const messages = await page.locator("[role=log] li .message").allTextContents();
+    expect(messages.slice(before)).toEqual(["while away 1", "while away 2", "while away 3", "back again"]);
+    expect(messages).toHaveLength(before + 4);
+    await shot("07-resumed");
+  }, 60_000);
+});
