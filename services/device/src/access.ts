@@ -1,4 +1,4 @@
-import { type Principal, PermissionDeniedError } from "@unimatrix/service-kit";
+import { PermissionDeniedError, type Principal } from "@unimatrix/service-kit";
 
 /**
  * What a caller may see and change (DESIGN §2). A USER sees its whole tenant; a CLIENT what it
