@@ -6,12 +6,13 @@
  * (FOR UPDATE, or the unique key of a first insert) → the RUN CLAIM row. A path may skip a
  * prefix (run claims take no device lock) but never takes an earlier lock after a later one.
  */
+import { randomUUID } from "node:crypto";
 import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
 import { canSee, type Scope } from "../access";
 import type { DeviceNote } from "../events";
 import { Prisma } from "../generated/prisma/client";
 import { writeAudit } from "./audit";
-import { type Db, inTransaction, type Tx } from "./db";
+import { type Db, inTransaction, StoreAnomalyError, type Tx } from "./db";
 import { ownedDevice } from "./devices";
 import { DEVICE_COLUMNS, type DeviceRow, type PlacementRow } from "./rows";
 
@@ -62,8 +63,17 @@ export type PlaceResult =
   | { outcome: "device_conflict"; placement: PlacementRow | null; notes: DeviceNote[] }
   | { outcome: "device_not_found" | "device_revoked"; notes: DeviceNote[] };
 
-/** Places a root session on a device of the caller (first placement only; see PlaceResult). */
-export function placeSession(
+/**
+ * Places a root session on a device of the caller (first placement only; see PlaceResult).
+ *
+ * The bound path is ONE statement, so one implicit transaction and one round trip: it takes the
+ * device row FOR SHARE (1), inserts the placement row (2: the unique key; a concurrent first
+ * placement of the same session waits for the other to commit, then does nothing), and appends
+ * the SESSION_PLACED audit row from what was inserted. If the audit insert fails the statement
+ * fails and nothing is placed. Only when nothing was inserted is the existing row read (a new
+ * statement, which sees the winner's commit) to answer SAME or DEVICE_CONFLICT.
+ */
+export async function placeSession(
   db: Db,
   scope: Scope,
   rootSessionId: string,
@@ -71,49 +81,61 @@ export function placeSession(
   actorId: string,
   now: Date,
 ): Promise<PlaceResult> {
-  return inTransaction(db, async (tx): Promise<PlaceResult> => {
-    // 1. device row
-    const device = await lockDevice(tx, deviceId);
-    if (!device || !canSee(scope, ownedDevice(device))) return { outcome: "device_not_found", notes: [] };
-    if (device.status !== "active") return { outcome: "device_revoked", notes: [] };
-    // 2. placement row: insert, or (when the key exists, after its writer committed) read it.
-    const [inserted] = await tx.$queryRaw<PlacementRow[]>`
+  const tenant = scope.kind === "all" ? null : scope.tenantId;
+  const owner = scope.kind === "owner" ? scope.subjectId : null;
+  const [row] = await db.$queryRaw<
+    (Omit<PlacementRow, "tenant_id" | "owner_subject_id"> & {
+      tenant_id: string;
+      owner_subject_id: string;
+      status: string;
+      visible: boolean;
+      seq: bigint | null;
+    })[]
+  >`
+    WITH d AS (
+      SELECT id, tenant_id, owner_subject_id, status,
+        (${tenant}::uuid IS NULL OR tenant_id = ${tenant}::uuid)
+          AND (${owner}::uuid IS NULL OR owner_subject_id = ${owner}::uuid) AS visible
+      FROM devices WHERE id = ${deviceId}::uuid FOR SHARE
+    ), ins AS (
       INSERT INTO placements AS p (tenant_id, root_session_id, device_id, owner_subject_id, rev, placed_at, updated_at)
-      VALUES (${device.tenant_id}::uuid, ${rootSessionId}, ${deviceId}::uuid, ${device.owner_subject_id}::uuid, 1,
-        ${now}, ${now})
+      SELECT tenant_id, ${rootSessionId}, id, owner_subject_id, 1, ${now}, ${now} FROM d
+      WHERE d.visible AND d.status = 'active'
       ON CONFLICT (tenant_id, root_session_id) DO NOTHING
-      RETURNING ${PLACEMENT}, NULL::text AS active_run_id`;
-    if (inserted) {
-      const cursor = await writeAudit(tx, {
-        type: "session_placed",
-        tenantId: device.tenant_id,
-        ownerSubjectId: device.owner_subject_id,
-        actorId,
-        deviceId,
-        rootSessionId,
-        detail: { rev: 1 },
-        at: now,
-      });
-      const note: DeviceNote = {
-        type: "session_placed",
-        tenantId: device.tenant_id,
-        cursor,
-        deviceId,
-        rootSessionId,
-        rev: 1n,
-        at: now,
-      };
-      return { outcome: "bound", placement: inserted, notes: [note] };
-    }
-    const current = await readPlacement(tx, device.tenant_id, rootSessionId);
-    if (!current) throw new Error(`placement ${rootSessionId} conflicted on insert but cannot be read`);
-    if (current.device_id === deviceId) return { outcome: "same", placement: current, notes: [] };
-    return {
-      outcome: "device_conflict",
-      placement: canSee(scope, ownedPlacement(current)) ? current : null,
-      notes: [],
+      RETURNING p.root_session_id, p.device_id::text, p.rev, p.placed_at, p.updated_at
+    ), aud AS (
+      INSERT INTO audit_events (id, tenant_id, owner_subject_id, event_type, device_id, actor_id, root_session_id, detail, at)
+      SELECT ${randomUUID()}::uuid, d.tenant_id, d.owner_subject_id, 'session_placed', d.id, ${actorId},
+        ins.root_session_id, '{"rev":1}'::jsonb, ${now}
+      FROM ins, d
+      RETURNING seq
+    )
+    SELECT d.tenant_id::text, d.owner_subject_id::text, d.status, d.visible, (SELECT seq FROM aud) AS seq,
+      ins.root_session_id, ins.device_id, ins.rev, ins.placed_at, ins.updated_at, NULL::text AS active_run_id
+    FROM d LEFT JOIN ins ON TRUE`;
+  if (!row?.visible) return { outcome: "device_not_found", notes: [] };
+  if (row.status !== "active") return { outcome: "device_revoked", notes: [] };
+  if (row.seq !== null && row.root_session_id !== null) {
+    const placement: PlacementRow = { ...row, active_run_id: null };
+    const note: DeviceNote = {
+      type: "session_placed",
+      tenantId: row.tenant_id,
+      cursor: row.seq,
+      deviceId,
+      rootSessionId,
+      rev: 1n,
+      at: now,
     };
-  });
+    return { outcome: "bound", placement, notes: [note] };
+  }
+  const current = await readPlacement(db, row.tenant_id, rootSessionId);
+  if (!current) throw new StoreAnomalyError(`placement ${rootSessionId} conflicted on insert but cannot be read`);
+  if (current.device_id === deviceId) return { outcome: "same", placement: current, notes: [] };
+  return {
+    outcome: "device_conflict",
+    placement: canSee(scope, ownedPlacement(current)) ? current : null,
+    notes: [],
+  };
 }
 
 async function readPlacement(db: Db | Tx, tenantId: string, rootSessionId: string): Promise<PlacementRow | undefined> {
