@@ -340,4 +340,27 @@ describe("placement, rebind and run claims", () => {
     expect(healed.outcome).toBe(RebindSessionOutcome.REBOUND);
     expect(healed.placement?.rev).toBe(2n);
   });
+
+  it("a failing audit insert fails a first placement: no placement row is left", async () => {
+    const t = tenant();
+    const a = await enrolledDevice(h, t.client);
+    const s = session();
+    await h.sql.exec(`
+      CREATE FUNCTION fail_placed_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.event_type = 'session_placed' THEN RAISE EXCEPTION 'injected audit failure'; END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER fail_placed_audit BEFORE INSERT ON audit_events
+        FOR EACH ROW EXECUTE FUNCTION fail_placed_audit();`);
+    try {
+      const failed = await codeOf(h.placement.placeSession({ rootSessionId: s, deviceId: a.id }, as(t.client)));
+      expect(failed.code).toBe(status.INTERNAL);
+      expect(await count(h, "placements", "root_session_id = $1", [s])).toBe(0);
+    } finally {
+      await h.sql.exec("DROP TRIGGER fail_placed_audit ON audit_events; DROP FUNCTION fail_placed_audit();");
+    }
+    const placed = await h.placement.placeSession({ rootSessionId: s, deviceId: a.id }, as(t.client));
+    expect(placed.outcome).toBe(PlaceSessionOutcome.BOUND);
+  });
 });

@@ -34,7 +34,7 @@ export function deviceHandlers(deps: HandlerDeps): ServiceImpl<typeof DeviceServ
       const os = platform(request.platform);
       const displayName = text("display_name", request.displayName, 200);
       const token = parseToken(request.enrollToken);
-      if (!token || token.kind !== "enroll") throw new UnauthenticatedError("enroll_token is malformed");
+      if (token?.kind !== "enroll") throw new UnauthenticatedError("enroll_token is malformed");
       const now = clock.now();
       const enrolled = await enrollDevice(db, { token, publicKey: key, platform: os, displayName, now });
       await publisher.publish(enrolled.notes);
@@ -78,7 +78,7 @@ export function deviceHandlers(deps: HandlerDeps): ServiceImpl<typeof DeviceServ
     async authenticate(request) {
       if (request.token === "") throw new InvalidArgumentError("token", "is required");
       const token = parseToken(request.token);
-      if (!token || token.kind !== "device") throw new UnauthenticatedError("token is not a device credential");
+      if (token?.kind !== "device") throw new UnauthenticatedError("token is not a device credential");
       const device = await authenticateDevice(db, token);
       if (!device) throw new UnauthenticatedError("invalid credential");
       return {

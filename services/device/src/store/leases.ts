@@ -101,7 +101,7 @@ export function releaseLease(
   return inTransaction(db, async (tx) => {
     const [row] = await tx.$queryRaw<DeviceRow[]>`
       SELECT ${COLUMNS} FROM devices WHERE id = ${deviceId}::uuid FOR UPDATE`;
-    if (!row || row.status !== "active" || row.connection_generation !== generation || !leaseLive(row, now)) {
+    if (row?.status !== "active" || row.connection_generation !== generation || !leaseLive(row, now)) {
       return { ok: false, notes: [] };
     }
     await tx.$executeRaw`
