@@ -145,7 +145,7 @@ async function main(): Promise<void> {
       serviceCpu: number;
       rawCpu: number;
     }[] = [];
-    const transport: { workers: number; echo: number }[] = [];
+    const transport: { workers: number; echo: number; cpu: number }[] = [];
     for (const workers of [8, 64]) {
       for (const [what, op] of Object.entries(ops)) {
         // Warm up, then alternate service and raw twice and keep each one's best (the box is shared).
@@ -165,7 +165,7 @@ async function main(): Promise<void> {
         }
         results.push({ what, workers, ...best });
       }
-      transport.push({ workers, echo: await rate(workers, () => echo()) });
+      transport.push({ workers, echo: await rate(workers, () => echo()), cpu: lastCpuPerOp });
     }
     const pad = (s: string, n: number) => s.padStart(n);
     const load = loadavg()
@@ -184,7 +184,9 @@ async function main(): Promise<void> {
     }
     process.stdout.write("transport ceiling (bare grpc-js echo in the same worker, no auth, no database):\n");
     for (const t of transport)
-      process.stdout.write(`  ${String(t.workers).padStart(3)} callers: ${t.echo.toFixed(0)} calls/s\n`);
+      process.stdout.write(
+        `  ${String(t.workers).padStart(3)} callers: ${t.echo.toFixed(0)} calls/s, ${t.cpu.toFixed(0)} cpu µs/op\n`,
+      );
   } finally {
     echoClose();
     enrollment.close();

@@ -95,6 +95,9 @@ describe("placement, rebind and run claims", () => {
     const c = await enrolledDevice(h, t.client);
     const theirs = await enrolledDevice(h, t.client2);
     const foreign = await enrolledDevice(h, other.user);
+    const notes: { type: string; rootSessionId?: string; rev?: string; deviceId: string }[] = [];
+    const bus = await h.openBus();
+    await bus.subscribe(`device:${t.tenantId}`, (m) => notes.push(JSON.parse(m)));
     const s = session();
     await h.placement.placeSession({ rootSessionId: s, deviceId: a.id }, as(t.client));
     h.clock.advance(1_000);
@@ -140,6 +143,11 @@ describe("placement, rebind and run claims", () => {
     expect(rows).toEqual([{ detail: { from: a.id, to: b.id, rev: "2" } }]);
     const current = await h.placement.getPlacement({ rootSessionId: s }, as(t.client));
     expect(current.placement).toMatchObject({ deviceId: b.id, rev: 2n });
+    await eventually(() => notes.some((n) => n.type === "session_rebound"), "rebound note");
+    expect(notes.filter((n) => n.type.startsWith("session_")).map((n) => [n.type, n.deviceId, n.rev])).toEqual([
+      ["session_placed", a.id, "1"],
+      ["session_rebound", b.id, "2"],
+    ]);
   });
 
   it("tracks run claims and refuses a rebind while a run holds the session", async () => {
