@@ -1,4 +1,3 @@
-import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { status } from "@grpc/grpc-js";
 import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
 import { AuditEventType } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
@@ -10,6 +9,7 @@ import {
   count,
   enrolledDevice,
   type Harness,
+  ms,
   newPublicKey,
   OPERATOR,
   startHarness,
@@ -30,7 +30,7 @@ describe("enroll tokens and devices", () => {
     const meta = issued.enrollToken;
     expect(meta?.owner).toMatchObject({ tenantId: t.tenantId, subjectId: t.user.subjectId });
     expect(meta?.label).toBe("laptop");
-    expect(timestampMs(meta?.expiresAt ?? { seconds: 0n, nanos: 0 }) - h.clock.now().getTime()).toBe(90_000);
+    expect(ms(meta?.expiresAt) - h.clock.now().getTime()).toBe(90_000);
     const rows = await h.sql.query<{ lookup: number; verifier: number; text: string }>(
       "SELECT octet_length(lookup_digest) AS lookup, octet_length(verifier_digest) AS verifier, row_to_json(t)::text AS text FROM enroll_tokens t WHERE id = $1",
       [meta?.id],

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { type Timestamp, timestampMs } from "@bufbuild/protobuf/wkt";
 import { AuditService } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
 import { DeviceService } from "@unimatrix/contracts/unimatrix/device/v1/device_service_pb";
 import { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
@@ -133,4 +134,9 @@ export async function codeOf(call: Promise<unknown>): Promise<{ code: number; de
 export async function count(h: Harness, table: string, where = "TRUE", params: unknown[] = []): Promise<number> {
   const rows = await h.sql.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${table} WHERE ${where}`, params);
   return Number(rows[0]?.n ?? 0);
+}
+
+/** Milliseconds of an optional wire timestamp (NaN when absent). */
+export function ms(ts: Timestamp | undefined): number {
+  return ts ? timestampMs(ts) : Number.NaN;
 }

@@ -1,8 +1,7 @@
-import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { status } from "@grpc/grpc-js";
 import type { Bus } from "@unimatrix/service-kit";
 import { eventually } from "@unimatrix/service-kit/testing";
-import { as, bearer, codeOf, count, enrolledDevice, type Harness, OPERATOR, startHarness, tenant } from "./harness";
+import { as, bearer, codeOf, count, enrolledDevice, type Harness, ms, OPERATOR, startHarness, tenant } from "./harness";
 
 interface Note {
   type: string;
@@ -34,14 +33,14 @@ describe("connection leases", () => {
     const first = await h.devices.acquireConnection({ deviceId: device.id }, auth);
     expect(first.generation).toBe(1n);
     expect(first.heartbeatIntervalSeconds).toBe(10);
-    expect(timestampMs(first.leaseExpiresAt ?? { seconds: 0n, nanos: 0 })).toBe(h.clock.now().getTime() + 30_000);
+    expect(ms(first.leaseExpiresAt)).toBe(h.clock.now().getTime() + 30_000);
     const online = await h.devices.getDevice({ deviceId: device.id }, as(t.user));
     expect(online.device).toMatchObject({ online: true, connectionGeneration: 1n });
 
     h.clock.advance(10_000);
     const beat = await h.devices.heartbeatConnection({ deviceId: device.id, generation: 1n }, auth);
     expect(beat.ok).toBe(true);
-    expect(timestampMs(beat.leaseExpiresAt ?? { seconds: 0n, nanos: 0 })).toBe(h.clock.now().getTime() + 30_000);
+    expect(ms(beat.leaseExpiresAt)).toBe(h.clock.now().getTime() + 30_000);
 
     const second = await h.devices.acquireConnection({ deviceId: device.id }, auth);
     expect(second.generation).toBe(2n);
