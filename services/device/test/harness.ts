@@ -39,7 +39,7 @@ export interface Harness {
 }
 
 /** Starts a harness. */
-export async function startHarness(label: string, leaseSeconds = 30): Promise<Harness> {
+export async function startHarness(label: string, leaseSeconds = 30, sweepMs = 0): Promise<Harness> {
   const schema = testSchema(label);
   const busPrefix = testBusPrefix(label);
   const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
@@ -49,7 +49,7 @@ export async function startHarness(label: string, leaseSeconds = 30): Promise<Ha
     schema: schema.schema,
     clock,
     leaseSeconds,
-    sweepMs: 0,
+    sweepMs,
   });
   const address = `127.0.0.1:${service.port}`;
   const sql = await service.database.openSession();

@@ -178,4 +178,22 @@ describe("connection leases", () => {
     );
     expect(await count(h, "audit_events", "event_type = 'connection_fenced' AND device_id = $1", [device.id])).toBe(40);
   });
+
+  it("runs the sweep on its timer: an expired lease goes offline without anyone asking", async () => {
+    const timed = await startHarness("device_sweep", 5, 20);
+    try {
+      const t = tenant();
+      const device = await enrolledDevice(timed, t.client);
+      await timed.devices.acquireConnection({ deviceId: device.id }, bearer(device.token));
+      const expired = () =>
+        count(timed, "audit_events", "event_type = 'connection_expired' AND device_id = $1", [device.id]);
+      expect(await expired()).toBe(0);
+      timed.clock.advance(5_000);
+      await eventually(async () => (await expired()) === 1, "the timed sweep to expire the lease");
+      const rows = await timed.sql.query<{ online: boolean }>("SELECT online FROM devices WHERE id = $1", [device.id]);
+      expect(rows[0]?.online).toBe(false);
+    } finally {
+      await timed.close();
+    }
+  });
 });
