@@ -82,12 +82,13 @@ export function schemaErrors(validate: ValidateFunction, values: Values): string
   return (validate.errors ?? []).map((error: ErrorObject) => `${error.instancePath || "/"}: ${error.message}`);
 }
 
-/** Looks a dotted path up in a values tree; undefined when some key is missing. */
+/** Looks a dotted path up in a tree (numeric keys index lists); not found when some key is missing. */
 export function lookup(values: unknown, path: readonly string[]): { found: boolean; value?: unknown } {
   let cursor: unknown = values;
   for (const key of path) {
-    if (!isMap(cursor) || !Object.hasOwn(cursor, key)) return { found: false };
-    cursor = cursor[key];
+    if (Array.isArray(cursor) && /^\d+$/.test(key) && Number(key) < cursor.length) cursor = cursor[Number(key)];
+    else if (isMap(cursor) && Object.hasOwn(cursor, key)) cursor = cursor[key];
+    else return { found: false };
   }
   return { found: true, value: cursor };
 }
@@ -136,7 +137,7 @@ export function blockErrors(text: string): string[] {
 /**
  * The YAML skeleton of a template: `{{ else }}` branches are dropped (so the two arms of an if do
  * not both land in the output), lines holding only actions are removed, and the remaining inline
- * actions become the placeholder `x`.
+ * actions become the placeholder `x` (`x1`, `x2`... where an action is a map key).
  */
 export function blank(text: string): string {
   const all = actions(text);
@@ -162,6 +163,8 @@ export function blank(text: string): string {
     i = j - 1;
   }
   const MARK = "\u0000";
+  // Actions in key position become distinct keys (x1, x2...), so ranged maps do not collide.
+  let keys = 0;
   let out = "";
   let at = 0;
   const cuts = [
@@ -177,7 +180,7 @@ export function blank(text: string): string {
   return out
     .split("\n")
     .filter((line) => !(line.includes(MARK) && line.replaceAll(MARK, "").trim() === ""))
-    .map((line) => line.replaceAll(MARK, "x"))
+    .map((line) => line.replaceAll(`${MARK}:`, () => `x${++keys}:`).replaceAll(MARK, "x"))
     .join("\n");
 }
 
