@@ -184,12 +184,17 @@ describe("Dockerfile", () => {
     expect(pkg.scripts.generate).toBe("node scripts/generate.mjs");
     expect(pkg.scripts.build).toBe("tsc --build");
     // The runtime tree keeps the workspace layout, dist folders and SQL migrations.
-    expect(build).toContain(`require('./package.json').workspaces`);
-    expect(build).toContain('cp -R "$ws/prisma/migrations"');
+    expect(build).toContain("sh deploy/docker/assemble-runtime.sh /out");
+    const assemble = readFileSync(join(root, "deploy", "docker", "assemble-runtime.sh"), "utf8");
+    expect(assemble).toContain(`require('./package.json').workspaces`);
+    expect(assemble).toContain('cp -R "$ws/dist" "$out/$ws/dist"');
+    expect(assemble).toContain('cp -R "$ws/prisma/migrations" "$out/$ws/prisma/migrations"');
   });
 
   test("the runtime has production dependencies only, no npm, and runs as a numeric non-root user", () => {
-    expect(runs("prod-deps")).toEqual(["--mount=type=cache,target=/root/.npm npm ci --omit=dev --ignore-scripts"]);
+    expect(runs("prod-deps")).toEqual([
+      "--mount=type=cache,target=/root/.npm npm ci --omit=dev --omit=optional --ignore-scripts",
+    ]);
     const runtime = stage("runtime");
     const text = runtime.instructions.map((i) => `${i.op} ${i.args}`).join("\n");
     expect(text).not.toMatch(/npm (ci|install|i)\b/);
@@ -203,6 +208,17 @@ describe("Dockerfile", () => {
     expect(user).toBe(`${context.runAsUser}:${context.runAsGroup}`);
     expect(effective("cube", "ENV")).toBeDefined();
     expect(text).toContain("NODE_ENV=production");
+  });
+
+  test("--omit=optional drops no package the runtime needs (only pg-cloudflare is optional in production)", () => {
+    const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as {
+      packages: Record<string, { optional?: boolean; dev?: boolean }>;
+    };
+    const optionalInProduction = Object.entries(lock.packages)
+      .filter(([, p]) => p.optional === true && p.dev !== true)
+      .map(([path]) => path.replace(/^.*node_modules\//, ""));
+    // A new one (a platform binary of a native module, say) means revisiting the prod-deps stage.
+    expect(optionalInProduction).toEqual(["pg-cloudflare"]);
   });
 
   test("EXPOSE lists the services' default ports", () => {
@@ -308,6 +324,7 @@ describe(".dockerignore", () => {
       "buf.gen.yaml",
       "scripts/generate.mjs",
       "scripts/prisma-engine-stub/schema-engine",
+      "deploy/docker/assemble-runtime.sh",
       ...pkg.workspaces.flatMap((ws) => [`${ws}/package.json`, `${ws}/tsconfig.json`]),
       ...pkg.workspaces.flatMap((ws) =>
         walk(join(root, ws), /(node_modules|dist|gen|generated|test|bench|\.tsbuildinfo)$/),
