@@ -143,7 +143,8 @@ describe("what the manifests say", () => {
     // The gateway arm (dropped by the blanking) probes /healthz and /readyz.
     const text = files.get("deployment.yaml")!;
     expect(text.match(/path: \/healthz/g)).toHaveLength(2);
-    expect(text.match(/path: \/readyz/g)).toHaveLength(1);
+    expect(text).toContain("path: {{ $root.Values.probes.readiness.gatewayPath }}");
+    expect(get(values, "probes.readiness.gatewayPath")).toBe("/readyz");
   });
 
   test("pods run non-root with a read-only root filesystem, a /tmp emptyDir and no token", () => {

@@ -72,6 +72,8 @@ describe("values.schema.json", () => {
     ["podSecurityContext.runAsNonRoot", false, "/podSecurityContext/runAsNonRoot"],
     ["networkPolicy.extraFrom", [{ podSelecter: {} }], "/networkPolicy/extraFrom/0"],
     ["probes.liveness.periodSeconds", 0, "/probes/liveness/periodSeconds"],
+    ["probes.readiness.gatewayPath", "/ready", "/probes/readiness/gatewayPath"],
+    ["probes.liveness.gatewayPath", "/readyz", "/probes/liveness"],
     ["replicaCount", 3, "/"],
   ];
 
