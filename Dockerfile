@@ -63,7 +63,9 @@ RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack 
       /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
     && mkdir -p /data \
     && chown 1000:1000 /data
-COPY --from=prod-deps /app/node_modules ./node_modules
+# The whole prod-deps tree, not only /app/node_modules: npm nests a workspace's own node_modules
+# when versions differ (packages/service-kit/node_modules/@electric-sql/pglite today).
+COPY --from=prod-deps /app/ ./
 COPY --from=build /out/ ./
 # The embedded default (no DATABASE_URL) keeps its PGlite files here; mount a volume to keep them.
 # Under Kubernetes the services use Postgres and this directory is never written.

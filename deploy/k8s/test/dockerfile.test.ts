@@ -66,7 +66,7 @@ const lineage = (name: string): Stage[] => {
   let current: Stage | undefined = stage(name);
   while (current) {
     chain.push(current);
-    const parent = current.from;
+    const parent: string = current.from;
     current = stages.find((s) => s.name === parent);
   }
   return chain;
@@ -198,7 +198,8 @@ describe("Dockerfile", () => {
     const runtime = stage("runtime");
     const text = runtime.instructions.map((i) => `${i.op} ${i.args}`).join("\n");
     expect(text).not.toMatch(/npm (ci|install|i)\b/);
-    expect(text).toContain("COPY --from=prod-deps /app/node_modules ./node_modules");
+    // The whole tree: npm nests node_modules inside workspaces when versions differ.
+    expect(text).toContain("COPY --from=prod-deps /app/ ./");
     expect(text).toContain("COPY --from=build /out/ ./");
     expect(text).toContain("rm -rf /usr/local/lib/node_modules/npm");
     const user = effective("cube", "USER")!;
@@ -219,6 +220,21 @@ describe("Dockerfile", () => {
       .map(([path]) => path.replace(/^.*node_modules\//, ""));
     // A new one (a platform binary of a native module, say) means revisiting the prod-deps stage.
     expect(optionalInProduction).toEqual(["pg-cloudflare"]);
+  });
+
+  test("nested workspace node_modules (in the lockfile) reach the runtime stage", () => {
+    const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as {
+      packages: Record<string, unknown>;
+    };
+    const nested = Object.keys(lock.packages).filter((path) =>
+      pkg.workspaces.some((ws) => path.startsWith(`${ws}/node_modules/`)),
+    );
+    const copies = stage("runtime")
+      .instructions.filter((i) => i.op === "COPY" && i.args.startsWith("--from=prod-deps"))
+      .map((i) => i.args);
+    // Copying only /app/node_modules would drop these.
+    if (nested.length > 0) expect(copies).toEqual(["--from=prod-deps /app/ ./"]);
+    expect(copies.length).toBe(1);
   });
 
   test("EXPOSE lists the services' default ports", () => {
