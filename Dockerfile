@@ -59,6 +59,8 @@ FROM base AS runtime
 ENV NODE_ENV=production \
     NODE_OPTIONS=--enable-source-maps \
     UMX_DATA_DIR=/data
+# /data: the embedded default's PGlite files (no DATABASE_URL); mount a volume there to keep them.
+# Under Kubernetes the services use Postgres and it is never written.
 RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \
       /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
     && mkdir -p /data \
@@ -67,8 +69,6 @@ RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack 
 # when versions differ (packages/service-kit/node_modules/@electric-sql/pglite today).
 COPY --from=prod-deps /app/ ./
 COPY --from=build /out/ ./
-# The embedded default (no DATABASE_URL) keeps its PGlite files here; mount a volume to keep them.
-# Under Kubernetes the services use Postgres and this directory is never written.
 # uid/gid 1000 is the image's unprivileged "node" user; numeric so runAsNonRoot can verify it.
 USER 1000:1000
 EXPOSE 7001 7002 7003 8080
