@@ -1,6 +1,18 @@
-import { envVar, portSchema, registerEnv } from "@unimatrix/service-kit";
+import { envVar, millisSchema, portSchema, registerEnv } from "@unimatrix/service-kit";
 
 /** Variables only the device service reads. */
 export const deviceEnv = registerEnv({
   port: envVar("DEVICE_PORT", "gRPC port of the device service.", portSchema, "7002"),
+  leaseSeconds: envVar(
+    "DEVICE_LEASE_SECONDS",
+    "Lifetime of a device connection lease in whole seconds (3-3600); each heartbeat extends it.",
+    millisSchema.min(3).max(3600),
+    "30",
+  ),
+  sweepMs: envVar(
+    "DEVICE_LEASE_SWEEP_MS",
+    "How often expired connection leases are turned offline, in milliseconds.",
+    millisSchema,
+    "1000",
+  ),
 });

@@ -1,2 +1,2 @@
 export { deviceEnv } from "./config";
-export { type DeviceServiceOptions, startDevice } from "./server";
+export { type DeviceServiceOptions, type RunningDevice, startDevice } from "./server";

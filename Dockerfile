@@ -1,0 +1,100 @@
+# syntax=docker/dockerfile:1.7
+#
+# One image for the whole workspace: built once, the command selects the service.
+#
+#   docker build -t unimatrix .                                   # default: all four in one process
+#   docker run --rm unimatrix cube                                # one service: cube|device|presence|gateway
+#   docker build --build-arg SERVICE=cube -t unimatrix-cube .     # an image whose default command is one service
+#   docker run --rm --entrypoint node unimatrix packages/launcher/dist/migrate.js   # migrations, then exit
+#
+# The Helm chart (deploy/k8s/unimatrix) runs one image for every Deployment and passes the service
+# name as the container's args; the migration Job overrides the command with migrate.js.
+
+ARG NODE_VERSION=22
+# all | cube | device | presence | gateway | migrate: which final stage becomes the default target.
+ARG SERVICE=all
+
+# ---------------------------------------------------------------------------------------------
+FROM node:${NODE_VERSION}-bookworm-slim AS base
+ENV NPM_CONFIG_UPDATE_NOTIFIER=false \
+    NPM_CONFIG_FUND=false \
+    NPM_CONFIG_AUDIT=false
+WORKDIR /app
+
+# Manifests only, so the dependency layers stay cached until a package.json or the lockfile changes.
+# Every workspace of the root package.json is listed here (deploy/k8s/test checks it).
+FROM base AS manifests
+COPY package.json package-lock.json ./
+COPY proto/package.json proto/
+COPY packages/service-kit/package.json packages/service-kit/
+COPY packages/launcher/package.json packages/launcher/
+COPY services/cube/package.json services/cube/
+COPY services/device/package.json services/device/
+COPY services/presence/package.json services/presence/
+COPY services/gateway/package.json services/gateway/
+
+# ---------------------------------------------------------------------------------------------
+# build: all dependencies (dev included), generate (buf + prisma generate), compile (tsc --build),
+# then gather what the runtime needs under /out, keeping the workspace layout.
+FROM manifests AS build
+# Install scripts are not needed: generate runs explicitly below, after the sources are copied.
+RUN --mount=type=cache,target=/root/.npm npm ci --ignore-scripts
+COPY . .
+RUN npm run generate && npm run build
+RUN sh deploy/docker/assemble-runtime.sh /out
+
+# ---------------------------------------------------------------------------------------------
+# prod-deps: production dependencies only (workspace links point at the folders copied from /out).
+# --omit=optional as well: the lockfile marks the Prisma CLI, TypeScript and their trees
+# "devOptional" (optional peers of @prisma/client that the root devDependencies provide), which
+# --omit=dev alone keeps (354 MB instead of 124 MB). The only optional production package today
+# is pg-cloudflare, which Node never loads.
+FROM manifests AS prod-deps
+RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --omit=optional --ignore-scripts
+
+# ---------------------------------------------------------------------------------------------
+# runtime: no dev dependencies, no npm, no sources. Files are owned by root (the app user can read
+# but not change them) and nothing is written outside /tmp, so the root filesystem can be read-only.
+FROM base AS runtime
+ENV NODE_ENV=production \
+    NODE_OPTIONS=--enable-source-maps \
+    UMX_DATA_DIR=/data
+# /data: the embedded default's PGlite files (no DATABASE_URL); mount a volume there to keep them.
+# Under Kubernetes the services use Postgres and it is never written.
+RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \
+      /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
+    && mkdir -p /data \
+    && chown 1000:1000 /data
+# The whole prod-deps tree, not only /app/node_modules: npm nests a workspace's own node_modules
+# when versions differ (packages/service-kit/node_modules/@electric-sql/pglite today).
+COPY --from=prod-deps /app/ ./
+COPY --from=build /out/ ./
+# uid/gid 1000 is the image's unprivileged "node" user; numeric so runAsNonRoot can verify it.
+USER 1000:1000
+EXPOSE 7001 7002 7003 8080
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["node", "packages/launcher/dist/main.js"]
+
+# ---------------------------------------------------------------------------------------------
+# Final stages: the same image with a different default command.
+FROM runtime AS all
+CMD []
+
+FROM runtime AS cube
+CMD ["cube"]
+
+FROM runtime AS device
+CMD ["device"]
+
+FROM runtime AS presence
+CMD ["presence"]
+
+FROM runtime AS gateway
+CMD ["gateway"]
+
+FROM runtime AS migrate
+ENTRYPOINT ["node", "packages/launcher/dist/migrate.js"]
+CMD []
+
+# The default target: the stage named by SERVICE.
+FROM ${SERVICE} AS final

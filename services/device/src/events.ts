@@ -1,0 +1,65 @@
+import type { Bus } from "@unimatrix/service-kit";
+import type { Logger } from "pino";
+
+/** What a bus note says happened; the audit row with `cursor` as its seq holds the whole record. */
+export type NoteType =
+  | "device_enrolled"
+  | "device_revoked"
+  | "device_online"
+  | "device_offline"
+  | "session_placed"
+  | "session_rebound"
+  | "run_began"
+  | "run_ended";
+
+/**
+ * A doorbell on channel `device:<tenant>`: published after the change committed. Readers that miss
+ * one heal by listing audit events after their last cursor.
+ */
+export interface DeviceNote {
+  readonly type: NoteType;
+  readonly tenantId: string;
+  /** The seq of the audit row committed with the change. */
+  readonly cursor: bigint;
+  readonly deviceId: string;
+  readonly rootSessionId?: string;
+  readonly generation?: bigint;
+  readonly rev?: bigint;
+  readonly at: Date;
+}
+
+/** The channel of a tenant's device notes (relative; the bus adds its prefix). */
+export function deviceChannel(tenantId: string): string {
+  return `device:${tenantId}`;
+}
+
+/** The JSON text of a note as published. */
+export function encodeNote(note: DeviceNote): string {
+  return JSON.stringify({
+    type: note.type,
+    cursor: note.cursor.toString(),
+    deviceId: note.deviceId,
+    ...(note.rootSessionId !== undefined && { rootSessionId: note.rootSessionId }),
+    ...(note.generation !== undefined && { generation: note.generation.toString() }),
+    ...(note.rev !== undefined && { rev: note.rev.toString() }),
+    at: note.at.toISOString(),
+  });
+}
+
+/** Publishes committed changes; a failed publish is logged and never fails the call. */
+export class NotePublisher {
+  constructor(
+    private readonly bus: Bus,
+    private readonly logger: Logger,
+  ) {}
+
+  async publish(notes: readonly DeviceNote[]): Promise<void> {
+    for (const note of notes) {
+      try {
+        await this.bus.publish(deviceChannel(note.tenantId), encodeNote(note));
+      } catch (error) {
+        this.logger.warn({ err: error, note: note.type, cursor: note.cursor.toString() }, "device note not published");
+      }
+    }
+  }
+}
