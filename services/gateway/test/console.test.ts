@@ -136,7 +136,7 @@ describe("gateway: web console", () => {
     expect(await page.evaluate(() => sessionStorage.getItem("umx.token"))).toBe(consoleClient.token);
     expect(page.url()).not.toContain(consoleClient.token);
 
-    await page.getByLabel("Role").selectOption({ label: "operator (human seat)" });
+    await page.getByLabel("Role", { exact: true }).selectOption({ label: "operator (human seat)" });
     await page.getByRole("button", { name: "Take seat" }).click();
     await page.getByRole("heading", { name: "Your seat" }).waitFor();
     await page.locator("#stream-status[data-state=live]").waitFor();
@@ -215,7 +215,7 @@ describe("gateway: web console", () => {
     await page.getByRole("link", { name: "Devices" }).click();
     await page.getByRole("heading", { name: "Devices" }).waitFor();
     await page.getByText("No devices enrolled.").waitFor();
-    await page.getByLabel("Root session").fill("no-such-session");
+    await page.getByLabel("Root session", { exact: true }).fill("no-such-session");
     await page.getByRole("button", { name: "Look up" }).click();
     await page.locator(".placement-result .error").waitFor();
     await shot("05-devices");
