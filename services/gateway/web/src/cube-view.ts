@@ -14,9 +14,8 @@ import {
 } from "./api";
 import { enumLabel, h, replace, time } from "./dom";
 import { type EventStream, openEventStream, type StreamState } from "./events";
+import { dronesPanel, entryItem, rolesPanel } from "./panels";
 
-/** How long a live drone may stay quiet before the console marks it silent. */
-const QUIET_MS = 10 * 60_000;
 const MAX_ENTRIES = 1000;
 
 export interface CubeViewContext {
@@ -83,7 +82,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
       placeholder: "Write to the cube…",
     });
     const to = h("select", { id: "compose-to", name: "to" }, h("option", { value: "" }, "Everyone (broadcast)"));
-    const send = h("button", { type: "submit", class: "primary" }, "Post");
+    const send = h("button", { type: "submit", class: "primary send" }, "Post");
     const form = h(
       "form",
       { class: "composer", "aria-label": "Post to the cube" },
@@ -134,66 +133,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
   const canWrite = () => cube?.callerAccess === "CUBE_ACCESS_WRITE" || cube?.callerAccess === "CUBE_ACCESS_MANAGE";
 
   function renderEntry(entry: Entry): HTMLLIElement {
-    const direct = entry.visibility === "VISIBILITY_DIRECT";
-    const mine = seat !== undefined && entry.author?.droneId === seat.droneId;
-    const ackedBy = entry.ackedByDroneIds ?? [];
-    const acked = seat !== undefined && ackedBy.includes(seat.droneId);
-    const author = entry.author?.label || enumLabel(entry.author?.principalKind, "PRINCIPAL_KIND_");
-    const actions = h("div", { class: "actions" });
-    if (canWrite() && !mine) {
-      actions.append(
-        h(
-          "button",
-          { type: "button", class: "small", disabled: acked, onclick: () => act("AckEntry", entry) },
-          acked ? "Acked" : "Ack",
-        ),
-      );
-    }
-    if (canWrite() && !entry.claim?.holderDroneId && !entry.claim?.holderPrincipalId) {
-      actions.append(h("button", { type: "button", class: "small", onclick: () => act("ClaimEntry", entry) }, "Claim"));
-    }
-    return h(
-      "li",
-      {
-        class: `entry${direct ? " direct" : ""}${mine ? " mine" : ""}`,
-        "data-entry-id": entry.id,
-        "aria-label": `${author}: ${entry.message ?? ""}`,
-      },
-      h(
-        "div",
-        { class: "meta" },
-        h("strong", { class: "author" }, author),
-        direct
-          ? h(
-              "span",
-              { class: "badge direct" },
-              `direct → ${(entry.recipientDroneIds ?? []).map(droneLabel).join(", ")}`,
-            )
-          : h("span", { class: "badge" }, "broadcast"),
-        entry.kind ? h("span", { class: "badge kind" }, entry.kind) : null,
-        time(entry.createdAt, "when"),
-      ),
-      h("p", { class: "message" }, entry.message ?? ""),
-      h(
-        "div",
-        { class: "footer" },
-        ackedBy.length > 0 || (entry.ackCount ?? 0) > 0
-          ? h(
-              "span",
-              { class: "acks", title: ackedBy.map(droneLabel).join(", ") },
-              `✓ ${Math.max(entry.ackCount ?? 0, ackedBy.length)} ack${Math.max(entry.ackCount ?? 0, ackedBy.length) === 1 ? "" : "s"}`,
-            )
-          : null,
-        entry.claim?.holderDroneId || entry.claim?.holderPrincipalId
-          ? h(
-              "span",
-              { class: "claim" },
-              `⚑ claimed by ${entry.claim.holderLabel || droneLabel(entry.claim.holderDroneId)}`,
-            )
-          : null,
-        actions,
-      ),
-    );
+    return entryItem(entry, { seatDroneId: seat?.droneId, canWrite: canWrite(), label: droneLabel, act });
   }
 
   function upsert(entry: Entry) {
@@ -231,7 +171,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     if (notification.text) context.announce(notification.text);
   }
 
-  async function act(method: "AckEntry" | "ClaimEntry", entry: Entry) {
+  async function act(method: "AckEntry" | "ClaimEntry" | "ReleaseClaim", entry: Entry) {
     try {
       const answer = await rpc<{ entry?: Entry; outcome?: string }>(
         `${CUBE}.ActivityService/${method}`,
@@ -239,7 +179,8 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
         actor(),
       );
       clearError();
-      if (answer.entry) upsert(answer.entry);
+      if (answer.entry)
+        upsert(method === "ReleaseClaim" && !answer.entry.claim ? { ...answer.entry, claim: {} } : answer.entry);
       if (answer.outcome === "CLAIM_OUTCOME_ALREADY_CLAIMED") context.announce("Someone else holds that claim");
     } catch (e) {
       showError(e);
@@ -262,90 +203,12 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
   }
 
   function renderRoles() {
-    replace(
-      rolesBox,
-      h("h3", { id: "roles-title" }, `Roles (${roles.length})`),
-      h(
-        "ul",
-        { class: "plain" },
-        roles.map((role) =>
-          h(
-            "li",
-            {},
-            h("strong", {}, role.name),
-            " ",
-            role.roleClass === "ROLE_CLASS_QUEEN" ? h("span", { class: "badge" }, "queen") : null,
-            role.humanSeat ? h("span", { class: "badge human" }, "human seat") : null,
-            role.isDefault ? h("span", { class: "badge" }, "default") : null,
-            role.canBroadcast ? h("span", { class: "badge" }, "broadcasts") : null,
-            role.shortDescription ? h("div", { class: "muted" }, role.shortDescription) : null,
-          ),
-        ),
-      ),
-    );
+    replace(rolesBox, ...rolesPanel(roles));
   }
 
   function renderDrones() {
-    const now = Date.now();
+    replace(dronesBox, ...dronesPanel(drones, seat?.droneId));
     const live = drones.filter((d) => !d.evictedAt);
-    replace(
-      dronesBox,
-      h("h3", { id: "drones-title" }, `Drones (${live.length})`),
-      live.length === 0
-        ? h("p", { class: "muted" }, "No seats taken yet.")
-        : h(
-            "table",
-            { class: "drones" },
-            h("caption", { class: "sr-only" }, "Drones of this cube"),
-            h(
-              "thead",
-              {},
-              h(
-                "tr",
-                {},
-                h("th", { scope: "col" }, "Drone"),
-                h("th", { scope: "col" }, "Posture"),
-                h("th", { scope: "col" }, "Last seen"),
-              ),
-            ),
-            h(
-              "tbody",
-              {},
-              live.map((drone) => {
-                const silent =
-                  (drone.silentPingCount ?? 0) > 0 ||
-                  (drone.live !== false &&
-                    drone.lastSeenAt !== undefined &&
-                    now - Date.parse(drone.lastSeenAt) > QUIET_MS);
-                return h(
-                  "tr",
-                  { class: silent ? "silent" : undefined, "data-drone-id": drone.id },
-                  h(
-                    "td",
-                    {},
-                    h("span", { class: `dot ${drone.live ? "on" : "off"}`, "aria-hidden": "true" }),
-                    h("strong", {}, drone.label || drone.id.slice(0, 8)),
-                    seat?.droneId === drone.id ? " (you)" : "",
-                    h("div", { class: "muted" }, drone.roleName ?? ""),
-                  ),
-                  h("td", {}, enumLabel(drone.posture, "DRONE_POSTURE_")),
-                  h(
-                    "td",
-                    {},
-                    time(drone.lastSeenAt),
-                    silent
-                      ? h(
-                          "span",
-                          { class: "badge warn" },
-                          `silent${drone.silentPingCount ? ` ×${drone.silentPingCount}` : ""}`,
-                        )
-                      : null,
-                  ),
-                );
-              }),
-            ),
-          ),
-    );
     const selected = composer.to.value;
     replace(
       composer.to,
@@ -367,6 +230,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
       replace(
         decisionsBox,
         h("h3", { id: "decisions-title" }, "Decisions"),
+        canWrite() ? decisionForm() : null,
         decisions.length === 0
           ? h("p", { class: "muted" }, "No decisions recorded.")
           : h(
@@ -386,6 +250,42 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     } catch (e) {
       replace(decisionsBox, h("h3", { id: "decisions-title" }, "Decisions"), h("p", { class: "muted" }, String(e)));
     }
+  }
+
+  function decisionForm(): HTMLElement {
+    const title = h("input", { id: "decision-title", name: "title", required: true, maxlength: 500 });
+    const rationale = h("textarea", { id: "decision-rationale", name: "rationale", rows: 2 });
+    return h(
+      "details",
+      { class: "decide" },
+      h("summary", {}, "Record a decision"),
+      h(
+        "form",
+        {
+          class: "stack-form",
+          onsubmit: async (event: Event) => {
+            event.preventDefault();
+            try {
+              await rpc(
+                `${CUBE}.ActivityService/RecordDecision`,
+                { cubeId, title: title.value, rationale: rationale.value },
+                actor(),
+              );
+              clearError();
+              context.announce("Decision recorded");
+              await renderDecisions();
+            } catch (e) {
+              showError(e);
+            }
+          },
+        },
+        h("label", { for: "decision-title" }, "Decision"),
+        title,
+        h("label", { for: "decision-rationale" }, "Rationale"),
+        rationale,
+        h("button", { type: "submit" }, "Record"),
+      ),
+    );
   }
 
   function renderSeat() {
@@ -458,6 +358,15 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     }
   }
 
+  function dropSeat(message: string) {
+    const stale = stream;
+    queueMicrotask(() => {
+      if (stream !== stale || !seat) return;
+      leaveSeat();
+      showError(message);
+    });
+  }
+
   function leaveSeat() {
     seat = undefined;
     session.setSeat(cubeId, undefined);
@@ -502,7 +411,11 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
       lastEventId: after,
       readyEvents: ["ready"],
       terminalEvents: ["access_revoked"],
-      onState: (state, detail) => context.setStreamState(state, detail),
+      onState: (state, detail) => {
+        context.setStreamState(state, detail);
+        // A seat session that expired or was revoked: fall back to the signed-in token.
+        if (state === "ended" && seat) dropSeat(`Your seat ended: ${detail}`);
+      },
       onEvent: (type, data) => {
         if (type === "entry") {
           upsert(data as Entry);
@@ -512,12 +425,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
         else if (type === "access_revoked") {
           const reason = (data as { reason?: string }).reason ?? "access revoked";
           context.setStreamState("ended", reason);
-          if (seat) {
-            seat = undefined;
-            session.setSeat(cubeId, undefined);
-            renderSeat();
-            restartStream();
-          }
+          if (seat) dropSeat(`Your seat ended: ${reason}`);
         }
       },
     });
@@ -530,7 +438,10 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     entries.clear();
     void backfill().then(
       (cursor) => !disposed && startStream(cursor || after),
-      (e) => showError(e),
+      (e) => {
+        if (seat && e instanceof ApiError && e.code === "unauthenticated") dropSeat("Your seat session ended");
+        else showError(e);
+      },
     );
   }
 
@@ -550,6 +461,10 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
       renderSeat();
       await refreshDrones();
       void renderDecisions();
+      if (seat) {
+        restartStream();
+        return;
+      }
       const cursor = await backfill();
       if (!disposed) startStream(cursor);
     } catch (e) {

@@ -1,0 +1,165 @@
+import type { Drone, Entry, Role } from "./api";
+import { enumLabel, h, time } from "./dom";
+
+/** How long a live drone may stay quiet before the console marks it silent. */
+export const QUIET_MS = 10 * 60_000;
+
+/** The roles card's content. */
+export function rolesPanel(roles: readonly Role[]): HTMLElement[] {
+  return [
+    h("h3", { id: "roles-title" }, `Roles (${roles.length})`),
+    h(
+      "ul",
+      { class: "plain" },
+      roles.map((role) =>
+        h(
+          "li",
+          {},
+          h("strong", {}, role.name),
+          " ",
+          role.roleClass === "ROLE_CLASS_QUEEN" ? h("span", { class: "badge" }, "queen") : null,
+          role.humanSeat ? h("span", { class: "badge human" }, "human seat") : null,
+          role.isDefault ? h("span", { class: "badge" }, "default") : null,
+          role.canBroadcast ? h("span", { class: "badge" }, "broadcasts") : null,
+          role.shortDescription ? h("div", { class: "muted" }, role.shortDescription) : null,
+        ),
+      ),
+    ),
+  ];
+}
+
+/** The drones card's content: posture, last seen, silent seats highlighted. */
+export function dronesPanel(drones: readonly Drone[], seatDroneId: string | undefined): HTMLElement[] {
+  const now = Date.now();
+  const live = drones.filter((d) => !d.evictedAt);
+  return [
+    h("h3", { id: "drones-title" }, `Drones (${live.length})`),
+    live.length === 0
+      ? h("p", { class: "muted" }, "No seats taken yet.")
+      : h(
+          "table",
+          { class: "drones" },
+          h("caption", { class: "sr-only" }, "Drones of this cube"),
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              h("th", { scope: "col" }, "Drone"),
+              h("th", { scope: "col" }, "Posture"),
+              h("th", { scope: "col" }, "Last seen"),
+            ),
+          ),
+          h(
+            "tbody",
+            {},
+            live.map((drone) => {
+              const silent =
+                (drone.silentPingCount ?? 0) > 0 ||
+                (drone.live !== false &&
+                  drone.lastSeenAt !== undefined &&
+                  now - Date.parse(drone.lastSeenAt) > QUIET_MS);
+              return h(
+                "tr",
+                { class: silent ? "silent" : undefined, "data-drone-id": drone.id },
+                h(
+                  "td",
+                  {},
+                  h("span", { class: `dot ${drone.live ? "on" : "off"}`, "aria-hidden": "true" }),
+                  h("strong", {}, drone.label || drone.id.slice(0, 8)),
+                  seatDroneId === drone.id ? " (you)" : "",
+                  h("div", { class: "muted" }, drone.roleName ?? ""),
+                ),
+                h("td", {}, enumLabel(drone.posture, "DRONE_POSTURE_")),
+                h(
+                  "td",
+                  {},
+                  time(drone.lastSeenAt),
+                  silent
+                    ? h(
+                        "span",
+                        { class: "badge warn" },
+                        `silent${drone.silentPingCount ? ` ×${drone.silentPingCount}` : ""}`,
+                      )
+                    : null,
+                ),
+              );
+            }),
+          ),
+        ),
+  ];
+}
+
+/** What an entry's rendering needs from its cube view. */
+export interface EntryOptions {
+  readonly seatDroneId: string | undefined;
+  readonly canWrite: boolean;
+  readonly label: (droneId: string | undefined) => string;
+  readonly act: (method: "AckEntry" | "ClaimEntry" | "ReleaseClaim", entry: Entry) => void;
+}
+
+/** One activity entry: author, audience, message, acks, claim, and the seat's actions. */
+export function entryItem(entry: Entry, options: EntryOptions): HTMLLIElement {
+  const { seatDroneId, label: droneLabel, act } = options;
+  const direct = entry.visibility === "VISIBILITY_DIRECT";
+  const mine = seatDroneId !== undefined && entry.author?.droneId === seatDroneId;
+  const ackedBy = entry.ackedByDroneIds ?? [];
+  const acked = seatDroneId !== undefined && ackedBy.includes(seatDroneId);
+  const author = entry.author?.label || enumLabel(entry.author?.principalKind, "PRINCIPAL_KIND_");
+  const actions = h("div", { class: "actions" });
+  if (options.canWrite && !mine) {
+    actions.append(
+      h(
+        "button",
+        { type: "button", class: "small", disabled: acked, onclick: () => act("AckEntry", entry) },
+        acked ? "Acked" : "Ack",
+      ),
+    );
+  }
+  if (options.canWrite && !entry.claim?.holderDroneId && !entry.claim?.holderPrincipalId) {
+    actions.append(h("button", { type: "button", class: "small", onclick: () => act("ClaimEntry", entry) }, "Claim"));
+  } else if (seatDroneId !== undefined && entry.claim?.holderDroneId === seatDroneId) {
+    actions.append(
+      h("button", { type: "button", class: "small", onclick: () => act("ReleaseClaim", entry) }, "Release"),
+    );
+  }
+  return h(
+    "li",
+    {
+      class: `entry${direct ? " direct" : ""}${mine ? " mine" : ""}`,
+      "data-entry-id": entry.id,
+      "aria-label": `${author}: ${entry.message ?? ""}`,
+    },
+    h(
+      "div",
+      { class: "meta" },
+      h("strong", { class: "author" }, author),
+      direct
+        ? h("span", { class: "badge direct" }, `direct → ${(entry.recipientDroneIds ?? []).map(droneLabel).join(", ")}`)
+        : h("span", { class: "badge" }, "broadcast"),
+      entry.kind ? h("span", { class: "badge kind" }, entry.kind) : null,
+      time(entry.createdAt, "when"),
+    ),
+    h("p", { class: "message" }, entry.message ?? ""),
+    h(
+      "div",
+      { class: "footer" },
+      ackedBy.length > 0 || (entry.ackCount ?? 0) > 0
+        ? h(
+            "span",
+            { class: "acks", title: ackedBy.map(droneLabel).join(", ") },
+            `✓ ${Math.max(entry.ackCount ?? 0, ackedBy.length)} ack${Math.max(entry.ackCount ?? 0, ackedBy.length) === 1 ? "" : "s"}`,
+          )
+        : null,
+      entry.claim?.holderDroneId || entry.claim?.holderPrincipalId
+        ? h(
+            "span",
+            { class: "claim" },
+            `⚑ claimed by ${entry.claim.holderLabel || droneLabel(entry.claim.holderDroneId)}`,
+          )
+        : null,
+      actions,
+    ),
+  );
+}
