@@ -211,14 +211,46 @@ describe("gateway: web console", () => {
     await shot("04-machine-unlinked");
   });
 
-  it("shows devices and the placement lookup", async () => {
+  it("shows devices with their status and where a root session is placed", async () => {
+    const owner = acme.clients[1]!.token;
+    const enroll = await call<{ token: string }>(
+      system,
+      "unimatrix.device.v1.EnrollmentService/IssueEnrollToken",
+      { ttlSeconds: 600, label: "laptop" },
+      owner,
+    );
+    const enrolled = await call<{ device: { id: string } }>(
+      system,
+      "unimatrix.device.v1.DeviceService/EnrollDevice",
+      {
+        enrollToken: enroll.token,
+        publicKey: "cHVibGljLWtleS1vZi1sYXB0b3AtNw==",
+        platform: "DEVICE_PLATFORM_LINUX",
+        displayName: "laptop-7",
+      },
+      owner,
+    );
+    await call(
+      system,
+      "unimatrix.device.v1.PlacementService/PlaceSession",
+      { rootSessionId: "root-session-1", deviceId: enrolled.device.id },
+      owner,
+    );
     await page.getByRole("link", { name: "Devices" }).click();
-    await page.getByRole("heading", { name: "Devices" }).waitFor();
-    await page.getByText("No devices enrolled.").waitFor();
+    const row = page.locator(`tr[data-device-id="${enrolled.device.id}"]`);
+    await row.waitFor();
+    expect(await row.locator("th").textContent()).toBe("laptop-7");
+    expect(await row.locator("td").allTextContents()).toEqual(["linux", "active", "offline", "just now"]);
+
+    await page.getByLabel("Root session", { exact: true }).fill("root-session-1");
+    await page.getByRole("button", { name: "Look up" }).click();
+    await page.locator(".placement-result").getByText("laptop-7").waitFor();
+    expect(await page.locator(".placement-result").textContent()).toContain("root-session-1 runs on laptop-7");
+    await shot("05-devices");
+
     await page.getByLabel("Root session", { exact: true }).fill("no-such-session");
     await page.getByRole("button", { name: "Look up" }).click();
-    await page.locator(".placement-result .error").waitFor();
-    await shot("05-devices");
+    await page.locator(".placement-result [role=alert]").waitFor();
   });
 
   it("shows reconnecting… when the gateway goes away and resumes without losing or repeating entries", async () => {
