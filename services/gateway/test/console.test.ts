@@ -65,6 +65,7 @@ describe("gateway: web console", () => {
   let page: Page;
   let profile: string;
   let restarted: RunningGateway | undefined;
+  let poster: { sessionToken: string; drone: { id: string } };
   const shot = (name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
 
   beforeAll(async () => {
@@ -254,7 +255,7 @@ describe("gateway: web console", () => {
   });
 
   it("shows reconnecting… when the gateway goes away and resumes without losing or repeating entries", async () => {
-    const poster = await call<{ sessionToken: string }>(
+    poster = await call<{ sessionToken: string; drone: { id: string } }>(
       system,
       "unimatrix.cube.v1.CubeService/AttachSeat",
       { cubeId: acme.cubeId, roleId: acme.roleId },
@@ -310,4 +311,51 @@ describe("gateway: web console", () => {
     expect(messages).toHaveLength(before + 4);
     await shot("07-resumed");
   }, 60_000);
+
+  it("keeps the seat across a reload, posts from the keyboard, and a user sees direct entries the seat does not", async () => {
+    await page.reload();
+    await page.getByRole("heading", { name: "Your seat" }).waitFor();
+    await page.locator("#stream-status[data-state=live]").waitFor();
+    await page.getByLabel("Message", { exact: true }).focus();
+    await page.keyboard.type("typed with the keyboard");
+    await page.keyboard.press("Control+Enter");
+    await page.locator("[role=log] li.mine").getByText("typed with the keyboard").waitFor();
+
+    const { drones } = await call<{ drones: { id: string; label: string; roleName: string }[] }>(
+      system,
+      "unimatrix.cube.v1.CubeService/ListDrones",
+      { cubeId: acme.cubeId },
+      acme.user,
+    );
+    const worker = drones.find((d) => d.label === "worker-1")!;
+    const post = (message: string, direct: boolean) =>
+      call(
+        system,
+        "unimatrix.cube.v1.ActivityService/AppendEntry",
+        {
+          cubeId: acme.cubeId,
+          message,
+          visibility: direct ? "VISIBILITY_DIRECT" : "VISIBILITY_BROADCAST",
+          recipientDroneIds: direct ? [worker.id] : [],
+        },
+        poster.sessionToken,
+      );
+    await post("for worker-1 only", true);
+    await post("after the direct one", false);
+    await page.getByText("after the direct one").waitFor();
+    expect(await page.getByText("for worker-1 only").count()).toBe(0);
+
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByLabel("Access token").waitFor();
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    await page.getByLabel("Access token").fill(acme.user);
+    await page.keyboard.press("Enter");
+    await page.getByRole("link", { name: "acme cube" }).click();
+    await page.getByRole("heading", { name: "Viewing as a user" }).waitFor();
+    const direct = page.locator("[role=log] li.direct", { hasText: "for worker-1 only" });
+    await direct.waitFor();
+    expect(await direct.locator(".badge.direct").textContent()).toBe("direct → worker-1");
+    await page.locator("#stream-status[data-state=live]").waitFor();
+    await shot("08-user-view");
+  });
 });
