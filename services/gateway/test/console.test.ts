@@ -356,6 +356,11 @@ describe("gateway: web console", () => {
     await direct.waitFor();
     expect(await direct.locator(".badge.direct").textContent()).toBe("direct → worker-1");
     await page.locator("#stream-status[data-state=live]").waitFor();
+    await page.getByLabel("Message", { exact: true }).fill("a word from the admin");
+    await page.getByRole("button", { name: "Post", exact: true }).click();
+    const posted = page.locator("[role=log] li", { hasText: "a word from the admin" });
+    await posted.waitFor();
+    expect(await page.getByText("a word from the admin").count()).toBe(1);
     await shot("08-user-view");
   });
 });
