@@ -28,7 +28,8 @@ afterAll(async () => {
   await h.close();
 });
 
-const count = async (table: string) => Number((await h.sql<{ n: string }>(`SELECT count(*)::text AS n FROM ${table}`))[0]?.n);
+const count = async (table: string) =>
+  Number((await h.sql<{ n: string }>(`SELECT count(*)::text AS n FROM ${table}`))[0]?.n);
 const entries = (items: ActivityItem[]) => items.flatMap((i) => (i.item.case === "entry" ? [i.item.value] : []));
 const notes = (items: ActivityItem[]) => items.flatMap((i) => (i.item.case === "notification" ? [i.item.value] : []));
 async function readAll(token: string, cubeId: string) {
@@ -96,9 +97,10 @@ describe("append", () => {
     const read = entries(await readAll(user, cubeId));
     // Every acknowledged append is read back exactly once, under the cursor it was given.
     expect(new Set(read.map((e) => e.cursor))).toEqual(new Set(posted.map((e) => e.cursor)));
-    const readIds = await h.sql<{ id: string }>("SELECT id::text FROM activity_items WHERE cube_id = $1 ORDER BY position", [
-      cubeId,
-    ]);
+    const readIds = await h.sql<{ id: string }>(
+      "SELECT id::text FROM activity_items WHERE cube_id = $1 ORDER BY position",
+      [cubeId],
+    );
     expect(read.map((e) => e.id)).toEqual(readIds.map((r) => r.id));
     expect(read.length).toBe(50);
     const positions = await h.sql<{ p: string }>(
@@ -149,8 +151,16 @@ describe("visibility and reading", () => {
     const { cubeId: other } = await newCube(h, owner.token, "cur2");
     const a = await seat(h, owner.token, cubeId);
     const e = await post(h, a.token, cubeId, "x");
-    await expectCode(h.activity.readActivity({ cubeId: other, cursor: e.cursor }, as(user)), status.INVALID_ARGUMENT, "cursor");
-    await expectCode(h.activity.readActivity({ cubeId, cursor: "garbage" }, as(user)), status.INVALID_ARGUMENT, "cursor");
+    await expectCode(
+      h.activity.readActivity({ cubeId: other, cursor: e.cursor }, as(user)),
+      status.INVALID_ARGUMENT,
+      "cursor",
+    );
+    await expectCode(
+      h.activity.readActivity({ cubeId, cursor: "garbage" }, as(user)),
+      status.INVALID_ARGUMENT,
+      "cursor",
+    );
     const page = await h.activity.readActivity({ cubeId, cursor: e.cursor }, as(user));
     expect(page.items).toEqual([]);
     expect(page.nextCursor).toBe(e.cursor);
@@ -215,9 +225,7 @@ describe("acks, claims and notifications", () => {
     const author = await seat(h, owner.token, cubeId);
     const drones = await Promise.all(Array.from({ length: 20 }, () => seat(h, owner.token, cubeId)));
     const e = await post(h, author.token, cubeId, "who takes this?");
-    const results = await Promise.all(
-      drones.map((d) => h.activity.claimEntry({ cubeId, entryId: e.id }, as(d.token))),
-    );
+    const results = await Promise.all(drones.map((d) => h.activity.claimEntry({ cubeId, entryId: e.id }, as(d.token))));
     const winners = results.filter((r) => r.outcome === ClaimOutcome.CLAIMED);
     expect(winners.length).toBe(1);
     const holder = winners[0]?.claim?.holderDroneId as string;

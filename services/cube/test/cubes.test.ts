@@ -16,7 +16,8 @@ afterAll(async () => {
   await h.close();
 });
 
-const count = async (table: string) => Number((await h.sql<{ n: string }>(`SELECT count(*)::text AS n FROM ${table}`))[0]?.n);
+const count = async (table: string) =>
+  Number((await h.sql<{ n: string }>(`SELECT count(*)::text AS n FROM ${table}`))[0]?.n);
 
 describe("cubes", () => {
   it("create is idempotent on the request key per principal", async () => {
@@ -34,7 +35,9 @@ describe("cubes", () => {
     // Ten concurrent creates with one key: one cube.
     const key2 = crypto.randomUUID();
     const results = await Promise.all(
-      Array.from({ length: 10 }, () => h.cube.createCube({ requestKey: key2, name: "gamma", directive: "" }, as(client.token))),
+      Array.from({ length: 10 }, () =>
+        h.cube.createCube({ requestKey: key2, name: "gamma", directive: "" }, as(client.token)),
+      ),
     );
     expect(new Set(results.map((r) => r.cube?.id)).size).toBe(1);
     expect(results.filter((r) => r.created).length).toBe(1);
@@ -43,8 +46,16 @@ describe("cubes", () => {
   it("rejects bad input naming the field and writes nothing", async () => {
     const before = await count("cubes");
     const key = crypto.randomUUID();
-    await expectCode(h.cube.createCube({ requestKey: "nope", name: "x" }, as(client.token)), status.INVALID_ARGUMENT, "request_key");
-    await expectCode(h.cube.createCube({ requestKey: key, name: "" }, as(client.token)), status.INVALID_ARGUMENT, "name");
+    await expectCode(
+      h.cube.createCube({ requestKey: "nope", name: "x" }, as(client.token)),
+      status.INVALID_ARGUMENT,
+      "request_key",
+    );
+    await expectCode(
+      h.cube.createCube({ requestKey: key, name: "" }, as(client.token)),
+      status.INVALID_ARGUMENT,
+      "name",
+    );
     await expectCode(
       h.cube.createCube({ requestKey: key, name: "x", directive: "d".repeat(100_001) }, as(client.token)),
       status.INVALID_ARGUMENT,
@@ -73,7 +84,10 @@ describe("cubes", () => {
   });
 
   it("update changes directive and/or taxonomy, needs one of them and manage access", async () => {
-    const { cube } = await h.cube.createCube({ requestKey: crypto.randomUUID(), name: "upd", directive: "d0" }, as(client.token));
+    const { cube } = await h.cube.createCube(
+      { requestKey: crypto.randomUUID(), name: "upd", directive: "d0" },
+      as(client.token),
+    );
     const cubeId = cube?.id as string;
     await expectCode(h.cube.updateCube({ cubeId }, as(client.token)), status.INVALID_ARGUMENT, "directive");
     const tax = JSON.stringify({ kinds: ["status", "question"] });
@@ -121,13 +135,25 @@ describe("cubes", () => {
 describe("roles", () => {
   let cubeId: string;
   beforeAll(async () => {
-    const r = await h.cube.createCube({ requestKey: crypto.randomUUID(), name: "roles", directive: "" }, as(client.token));
+    const r = await h.cube.createCube(
+      { requestKey: crypto.randomUUID(), name: "roles", directive: "" },
+      as(client.token),
+    );
     cubeId = r.cube?.id as string;
   });
 
   it("creates roles with class and flags; one default per cube; unique names", async () => {
     const queen = await h.cube.createRole(
-      { cubeId, name: "queen", roleClass: RoleClass.QUEEN, isDefault: true, canBroadcast: true, receivesAllDirect: true, mandatory: true, humanSeat: true },
+      {
+        cubeId,
+        name: "queen",
+        roleClass: RoleClass.QUEEN,
+        isDefault: true,
+        canBroadcast: true,
+        receivesAllDirect: true,
+        mandatory: true,
+        humanSeat: true,
+      },
       as(client.token),
     );
     expect(queen.role).toMatchObject({
@@ -151,15 +177,27 @@ describe("roles", () => {
       status.INVALID_ARGUMENT,
       "role_class",
     );
-    await expectCode(h.cube.createRole({ cubeId, name: "x".repeat(101) }, as(client.token)), status.INVALID_ARGUMENT, "name");
+    await expectCode(
+      h.cube.createRole({ cubeId, name: "x".repeat(101) }, as(client.token)),
+      status.INVALID_ARGUMENT,
+      "name",
+    );
   });
 
   it("updates only the fields that are set; empty update is refused", async () => {
     const { role } = await h.cube.createRole({ cubeId, name: "tester", shortDescription: "tests" }, as(client.token));
     const roleId = role?.id as string;
     await expectCode(h.cube.updateRole({ cubeId, roleId }, as(client.token)), status.INVALID_ARGUMENT, "role");
-    const u = await h.cube.updateRole({ cubeId, roleId, canBroadcast: true, roleClass: RoleClass.QUEEN }, as(client.token));
-    expect(u.role).toMatchObject({ name: "tester", shortDescription: "tests", canBroadcast: true, roleClass: RoleClass.QUEEN });
+    const u = await h.cube.updateRole(
+      { cubeId, roleId, canBroadcast: true, roleClass: RoleClass.QUEEN },
+      as(client.token),
+    );
+    expect(u.role).toMatchObject({
+      name: "tester",
+      shortDescription: "tests",
+      canBroadcast: true,
+      roleClass: RoleClass.QUEEN,
+    });
     await expectCode(
       h.cube.updateRole({ cubeId, roleId, roleClass: RoleClass.UNSPECIFIED }, as(client.token)),
       status.INVALID_ARGUMENT,
@@ -183,7 +221,9 @@ describe("roles", () => {
     const r1 = await patch(RoleSectionOp.REPLACE, "Duties", "Do other things.");
     expect(r1.role?.detailedDescription).toBe("Intro\n\n## Duties\nDo other things.\n\n## Limits\nNone.");
     const r2 = await patch(RoleSectionOp.ADD, "Tools", "grep");
-    expect(r2.role?.detailedDescription).toBe("Intro\n\n## Duties\nDo other things.\n\n## Limits\nNone.\n\n## Tools\ngrep\n");
+    expect(r2.role?.detailedDescription).toBe(
+      "Intro\n\n## Duties\nDo other things.\n\n## Limits\nNone.\n\n## Tools\ngrep\n",
+    );
     const r3 = await patch(RoleSectionOp.REMOVE, " Limits ");
     expect(r3.role?.detailedDescription).toBe("Intro\n\n## Duties\nDo other things.\n\n## Tools\ngrep\n");
     await expectCode(patch(RoleSectionOp.ADD, "Duties", "x"), status.FAILED_PRECONDITION);
@@ -203,7 +243,10 @@ describe("isolation", () => {
   it("a foreign tenant cannot read, change or learn about cubes and roles", async () => {
     const b = await newTenant(h, "cubes-b");
     const foreign = await newClient(h, b.userToken, "foreign");
-    const r = await h.cube.createCube({ requestKey: crypto.randomUUID(), name: "secret", directive: "s" }, as(client.token));
+    const r = await h.cube.createCube(
+      { requestKey: crypto.randomUUID(), name: "secret", directive: "s" },
+      as(client.token),
+    );
     const cubeId = r.cube?.id as string;
     const { role } = await h.cube.createRole({ cubeId, name: "w", isDefault: true }, as(client.token));
     const roleId = role?.id as string;

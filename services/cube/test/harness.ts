@@ -40,11 +40,7 @@ export interface HarnessOptions {
   readonly redisUrl?: string;
 }
 
-async function startReplica(
-  schema: string,
-  busPrefix: string,
-  options: HarnessOptions,
-): Promise<Replica> {
+async function startReplica(schema: string, busPrefix: string, options: HarnessOptions): Promise<Replica> {
   const service = await startCube({
     config: testConfig({
       busPrefix,
@@ -161,7 +157,8 @@ export async function expectCode(promise: Promise<unknown>, code: grpc.status, t
     error = e as Error & { code?: number; details?: string };
   }
   if (!error) throw new Error(`expected gRPC status ${code}, got success`);
-  if (error.code !== code) throw new Error(`expected gRPC status ${code}, got ${error.code}: ${error.details ?? error.message}`);
+  if (error.code !== code)
+    throw new Error(`expected gRPC status ${code}, got ${error.code}: ${error.details ?? error.message}`);
   if (text !== undefined && !(error.details ?? error.message).includes(text))
     throw new Error(`expected message containing ${JSON.stringify(text)}, got ${JSON.stringify(error.details)}`);
 }

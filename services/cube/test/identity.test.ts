@@ -32,7 +32,11 @@ describe("tenants and users", () => {
       h.identity.createTenant({ name: "other", adminDisplayName: "x" }, as(t.userToken)),
       status.PERMISSION_DENIED,
     );
-    await expectCode(h.identity.createTenant({ name: "", adminDisplayName: "x" }, as(OPERATOR_TOKEN)), status.INVALID_ARGUMENT, "name");
+    await expectCode(
+      h.identity.createTenant({ name: "", adminDisplayName: "x" }, as(OPERATOR_TOKEN)),
+      status.INVALID_ARGUMENT,
+      "name",
+    );
     await expectCode(h.identity.createTenant({ name: "nobody", adminDisplayName: "x" }), status.UNAUTHENTICATED);
   });
 
@@ -109,7 +113,10 @@ describe("clients", () => {
     const r2 = await h.identity.revokeClient({ clientId: c.id }, as(t.userToken));
     expect(r2.client?.revokedAt).toEqual(r1.client?.revokedAt);
     await expectCode(h.identity.authenticate({ token: c.token }), status.UNAUTHENTICATED);
-    await expectCode(h.identity.rotateClientCredential({ clientId: c.id }, as(t.userToken)), status.FAILED_PRECONDITION);
+    await expectCode(
+      h.identity.rotateClientCredential({ clientId: c.id }, as(t.userToken)),
+      status.FAILED_PRECONDITION,
+    );
     const reused = await newClient(h, t.userToken, "agent");
     expect(reused.id).not.toBe(c.id);
     const list = await h.identity.listClients({}, as(t.userToken));
@@ -190,7 +197,11 @@ describe("isolation", () => {
     const again = await h.identity.issueUserToken({ userId: bob.user?.id as string }, as(t.userToken));
     expect(again.user?.id).toBe(bob.user?.id);
     expect(again.token).not.toBe(bob.token);
-    await expectCode(h.identity.issueUserToken({ userId: "not-a-uuid" }, as(t.userToken)), status.INVALID_ARGUMENT, "user_id");
+    await expectCode(
+      h.identity.issueUserToken({ userId: "not-a-uuid" }, as(t.userToken)),
+      status.INVALID_ARGUMENT,
+      "user_id",
+    );
     const c = await newClient(h, t.userToken, "agent");
     await expectCode(h.identity.issueUserToken({ displayName: "eve" }, as(c.token)), status.PERMISSION_DENIED);
   });

@@ -1,6 +1,17 @@
 import { NotificationKind } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { ManualClock } from "@unimatrix/service-kit";
-import { as, CubeAccess, grant, type Harness, newClient, newCube, newTenant, post, seat, startHarness } from "./harness";
+import {
+  as,
+  CubeAccess,
+  grant,
+  type Harness,
+  newClient,
+  newCube,
+  newTenant,
+  post,
+  seat,
+  startHarness,
+} from "./harness";
 
 const MIN = 60_000;
 
@@ -41,7 +52,11 @@ describe("liveness scan rules", () => {
     expect(drones.drones.find((d) => d.id === a.droneId)?.silentPingCount).toBe(3);
     const pings = await h.activity.readActivity({ cubeId }, as(a.token));
     const kinds = pings.items.flatMap((i) => (i.item.case === "notification" ? [i.item.value.kind] : []));
-    expect(kinds).toEqual([NotificationKind.HEARTBEAT_PING, NotificationKind.HEARTBEAT_PING, NotificationKind.HEARTBEAT_PING]);
+    expect(kinds).toEqual([
+      NotificationKind.HEARTBEAT_PING,
+      NotificationKind.HEARTBEAT_PING,
+      NotificationKind.HEARTBEAT_PING,
+    ]);
     // Posting resets the state.
     await post(h, a.token, cubeId, "I am here");
     const after = await h.cube.listDrones({ cubeId }, as(owner.token));

@@ -1,5 +1,5 @@
-import { status } from "@grpc/grpc-js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { status } from "@grpc/grpc-js";
 import { AttachSeatOutcome } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { DronePosture } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { ManualClock } from "@unimatrix/service-kit";
@@ -49,7 +49,9 @@ describe("attach", () => {
     expect(reused.sessionToken).toBe("");
     expect(reused.sessionId).toBe(first.sessionId);
     expect(reused.drone?.id).toBe(first.drone?.id);
-    expect(reused.drone?.lastSeenAt?.seconds).toBe(first.drone?.lastSeenAt?.seconds ? first.drone.lastSeenAt.seconds + 60n : 0n);
+    expect(reused.drone?.lastSeenAt?.seconds).toBe(
+      first.drone?.lastSeenAt?.seconds ? first.drone.lastSeenAt.seconds + 60n : 0n,
+    );
   });
 
   it("rejects a saved session for another role, cube, client, prior drone or after revocation, changing nothing", async () => {
@@ -87,7 +89,10 @@ describe("attach", () => {
     const { cubeId, roleId } = await newCube(h, owner.token);
     const a = await h.cube.attachSeat({ cubeId, roleId }, as(owner.token));
     const droneId = a.drone?.id as string;
-    await expectCode(h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, as(owner.token)), status.FAILED_PRECONDITION);
+    await expectCode(
+      h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, as(owner.token)),
+      status.FAILED_PRECONDITION,
+    );
     clock.advance(3_600_001); // the session expires
     const again = await h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, as(owner.token));
     expect(again.outcome).toBe(AttachSeatOutcome.CREATED);
@@ -98,16 +103,26 @@ describe("attach", () => {
     await grant(h, user, other.id, cubeId, CubeAccess.WRITE);
     await expectCode(h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, as(other.token)), status.NOT_FOUND);
     await h.cube.evictDrone({ cubeId, droneId }, as(owner.token));
-    await expectCode(h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, as(owner.token)), status.FAILED_PRECONDITION);
+    await expectCode(
+      h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, as(owner.token)),
+      status.FAILED_PRECONDITION,
+    );
   });
 
   it("requires a client, a role or a default role, and valid ids", async () => {
-    const { cube } = await h.cube.createCube({ requestKey: crypto.randomUUID(), name: "nodefault", directive: "" }, as(owner.token));
+    const { cube } = await h.cube.createCube(
+      { requestKey: crypto.randomUUID(), name: "nodefault", directive: "" },
+      as(owner.token),
+    );
     const cubeId = cube?.id as string;
     await expectCode(h.cube.attachSeat({ cubeId }, as(owner.token)), status.FAILED_PRECONDITION);
     await expectCode(h.cube.attachSeat({ cubeId, roleId: crypto.randomUUID() }, as(owner.token)), status.NOT_FOUND);
     await expectCode(h.cube.attachSeat({ cubeId, roleId: "bad" }, as(owner.token)), status.INVALID_ARGUMENT, "role_id");
-    await expectCode(h.cube.attachSeat({ cubeId, priorDroneId: "bad" }, as(owner.token)), status.INVALID_ARGUMENT, "prior_drone_id");
+    await expectCode(
+      h.cube.attachSeat({ cubeId, priorDroneId: "bad" }, as(owner.token)),
+      status.INVALID_ARGUMENT,
+      "prior_drone_id",
+    );
     await expectCode(h.cube.attachSeat({ cubeId }, as(user)), status.PERMISSION_DENIED);
   });
 });
@@ -142,7 +157,10 @@ describe("posture and listing", () => {
     await grant(h, user, writer.id, cubeId, CubeAccess.WRITE);
     const mine = await seat(h, writer.token, cubeId);
     const theirs = await seat(h, owner.token, cubeId);
-    await expectCode(h.cube.evictDrone({ cubeId, droneId: theirs.droneId }, as(writer.token)), status.PERMISSION_DENIED);
+    await expectCode(
+      h.cube.evictDrone({ cubeId, droneId: theirs.droneId }, as(writer.token)),
+      status.PERMISSION_DENIED,
+    );
     const own = await h.cube.evictDrone({ cubeId, droneId: mine.droneId }, as(writer.token));
     expect(own.revokedSessionCount).toBe(1);
     expect(own.drone?.evictedAt).toBeDefined();
@@ -153,7 +171,11 @@ describe("posture and listing", () => {
     expect(live.drones.map((d) => d.id)).toEqual([theirs.droneId]);
     const all = await h.cube.listDrones({ cubeId, includeEvicted: true }, as(user));
     expect(all.drones.map((d) => d.id)).toEqual([mine.droneId, theirs.droneId]);
-    await expectCode(post(h, theirs.token, cubeId, "to the evicted", [mine.droneId]), status.INVALID_ARGUMENT, "recipient_drone_ids");
+    await expectCode(
+      post(h, theirs.token, cubeId, "to the evicted", [mine.droneId]),
+      status.INVALID_ARGUMENT,
+      "recipient_drone_ids",
+    );
   });
 });
 
@@ -201,7 +223,11 @@ describe("drones since", () => {
     expect(res.anchorTime?.seconds).toBe(BigInt(Math.floor(t0.getTime() / 1000)));
     expect(res.drones.find((d) => d.id === a.droneId)?.lastLogPostAt).toBeDefined();
     expect(res.drones.find((d) => d.id === c.droneId)?.lastLogPostAt).toBeUndefined();
-    await expectCode(h.cube.dronesSince({ cubeId, anchor: { case: undefined } }, as(user)), status.INVALID_ARGUMENT, "anchor");
+    await expectCode(
+      h.cube.dronesSince({ cubeId, anchor: { case: undefined } }, as(user)),
+      status.INVALID_ARGUMENT,
+      "anchor",
+    );
     await expectCode(
       h.cube.dronesSince({ cubeId, anchor: { case: "sinceEntryId", value: crypto.randomUUID() } }, as(user)),
       status.NOT_FOUND,

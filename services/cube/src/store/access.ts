@@ -50,13 +50,16 @@ export async function standing(db: Tx, principal: Principal, cubeId: string): Pr
   if (!cube) throw new NotFoundError("cube not found");
   if (principal.kind === "user") return { cube, access: MANAGE };
   const clientId = clientOf(principal) as string;
-  const grant = await db.cubeGrant.findUnique({ where: { clientId_cubeId: { clientId, cubeId } } });
+  const [grant, seat] = await Promise.all([
+    db.cubeGrant.findUnique({ where: { clientId_cubeId: { clientId, cubeId } } }),
+    principal.kind === "drone-session" ? droneWithRole(db, principal.droneId) : Promise.resolve(undefined),
+  ]);
   const access = (grant?.access ?? 0) as AccessLevel;
   if (access === 0) throw new NotFoundError("cube not found");
   if (principal.kind !== "drone-session") return { cube, access };
-  const drone = await db.drone.findUnique({ where: { id: principal.droneId } });
-  if (!drone || drone.evictedAt) throw new NotFoundError("cube not found");
-  const role = await db.role.findUniqueOrThrow({ where: { id: drone.roleId } });
+  if (!seat || seat.evicted_at) throw new NotFoundError("cube not found");
+  const drone = { id: seat.id, label: seat.label };
+  const role = { name: seat.role_name, canBroadcast: seat.can_broadcast, receivesAllDirect: seat.receives_all_direct };
   return {
     cube,
     access,
@@ -68,6 +71,21 @@ export async function standing(db: Tx, principal: Principal, cubeId: string): Pr
       receivesAllDirect: role.receivesAllDirect,
     },
   };
+}
+
+async function droneWithRole(db: Tx, droneId: string) {
+  const rows = await db.$queryRaw<
+    {
+      id: string;
+      label: string;
+      evicted_at: Date | null;
+      role_name: string;
+      can_broadcast: boolean;
+      receives_all_direct: boolean;
+    }[]
+  >`SELECT d.id::text, d.label, d.evicted_at, r.name AS role_name, r.can_broadcast, r.receives_all_direct
+    FROM drones d JOIN roles r ON r.id = d.role_id WHERE d.id = ${droneId}::uuid`;
+  return rows[0];
 }
 
 /** Resolves standing and requires `level`: PERMISSION_DENIED when the cube is readable but not enough. */

@@ -141,40 +141,53 @@ export async function appendEntry(deps: CubeDeps, principal: Principal, cubeId: 
   await deps.guard.admit(Buffer.byteLength(input.message) + input.recipientDroneIds.length * 16 + 200);
   const now = deps.clock.now();
   const label = await labelOf(deps.prisma, principal, pre);
-  const row = await inTransaction(deps.prisma, async (tx) => {
-    if (input.recipientDroneIds.length > 0) {
-      const live = await tx.drone.count({
-        where: { id: { in: input.recipientDroneIds }, cubeId, evictedAt: null },
-      });
-      if (live !== input.recipientDroneIds.length)
-        throw new InvalidArgumentError("recipient_drone_ids", "every recipient must be a live drone of this cube");
-    }
-    const position = await takePositions(tx, cubeId, 1);
-    const row = await tx.activityItem.create({
-      data: {
-        id: randomUUID(),
-        cubeId,
-        position,
-        itemType: "entry",
-        createdAt: now,
-        authorDroneId: pre.drone?.id ?? null,
-        authorPrincipalId: principal.kind === "drone-session" ? principal.clientId : principal.subjectId,
-        authorPrincipalKind: principal.kind,
-        authorLabel: label,
-        message: input.message,
-        visibility: input.visibility,
-        recipientDroneIds: input.recipientDroneIds,
-        kind: input.kind ?? null,
-      },
+  if (input.recipientDroneIds.length > 0) {
+    const live = await deps.prisma.drone.count({
+      where: { id: { in: input.recipientDroneIds }, cubeId, evictedAt: null },
     });
-    if (pre.drone) {
-      await tx.drone.update({
-        where: { id: pre.drone.id },
-        data: { lastSeenAt: now, lastLogPostAt: now, silentPingCount: 0, lastSilentPingAt: null },
-      });
-    }
-    return row;
-  });
+    if (live !== input.recipientDroneIds.length)
+      throw new InvalidArgumentError("recipient_drone_ids", "every recipient must be a live drone of this cube");
+  }
+  const row: ActivityRow = {
+    id: randomUUID(),
+    cubeId,
+    position: 0n,
+    itemType: "entry",
+    createdAt: now,
+    authorDroneId: pre.drone?.id ?? null,
+    authorPrincipalId: principal.kind === "drone-session" ? principal.clientId : principal.subjectId,
+    authorPrincipalKind: principal.kind,
+    authorLabel: label,
+    message: input.message,
+    visibility: input.visibility,
+    recipientDroneIds: input.recipientDroneIds,
+    kind: input.kind ?? null,
+    notificationKind: null,
+    entryId: null,
+    actorDroneId: null,
+    actorRoleName: null,
+  };
+  // One statement, so one implicit transaction and one round trip: touch the author drone first
+  // (the position CTE depends on it, so the drone lock is taken before the cube lock), take the
+  // next position under the cube row lock, insert. Commit order is therefore position order.
+  const [inserted] = await deps.prisma.$queryRaw<{ position: bigint }[]>`
+    WITH touch AS (
+      UPDATE drones SET last_seen_at = ${now}, last_log_post_at = ${now}, silent_ping_count = 0,
+                        last_silent_ping_at = NULL
+      WHERE id = ${row.authorDroneId}::uuid RETURNING id
+    ), pos AS (
+      UPDATE cubes SET head = head + 1 WHERE id = ${cubeId}::uuid AND (SELECT count(*) FROM touch) >= 0
+      RETURNING head
+    )
+    INSERT INTO activity_items (id, cube_id, position, item_type, created_at, author_drone_id, author_principal_id,
+                                author_principal_kind, author_label, message, visibility, recipient_drone_ids, kind)
+    SELECT ${row.id}::uuid, ${cubeId}::uuid, pos.head, 'entry', ${now}, ${row.authorDroneId}::uuid,
+           ${row.authorPrincipalId}, ${row.authorPrincipalKind}, ${label}, ${input.message}, ${input.visibility},
+           ${input.recipientDroneIds}::uuid[], ${row.kind}
+    FROM pos
+    RETURNING position`;
+  if (!inserted) throw new Error(`cube ${cubeId} vanished while appending`);
+  row.position = BigInt(inserted.position);
   ring(deps, [cubeId], ACTIVITY);
   return entryToWire(row, { ackCount: 0, ackedByDroneIds: [] });
 }

@@ -204,22 +204,37 @@ export async function resolveToken(deps: CubeDeps, parsed: ParsedToken): Promise
       };
     }
     case "drone": {
-      const session = await deps.prisma.droneSession.findUnique({ where: { lookupDigest: bytes(digest) } });
-      if (!session || !verifySecret(secret, session.verifierDigest)) return null;
-      if (!(await sessionUsable(deps, session.id, now))) return null;
-      const drone = await deps.prisma.drone.findUniqueOrThrow({ where: { id: session.droneId } });
+      const [session] = await deps.prisma.$queryRaw<
+        {
+          id: string;
+          tenant_id: string;
+          client_id: string;
+          cube_id: string;
+          drone_id: string;
+          verifier_digest: Uint8Array;
+          expires_at: Date;
+          label: string;
+        }[]
+      >`
+        SELECT s.id::text, s.tenant_id::text, s.client_id::text, s.cube_id::text, s.drone_id::text,
+               s.verifier_digest, s.expires_at, d.label
+        FROM drone_sessions s
+        JOIN drones d ON d.id = s.drone_id AND d.evicted_at IS NULL
+        JOIN clients c ON c.id = s.client_id AND c.revoked_at IS NULL
+        WHERE s.lookup_digest = ${bytes(digest)} AND s.revoked_at IS NULL AND s.expires_at > ${now}`;
+      if (!session || !verifySecret(secret, session.verifier_digest)) return null;
       return {
         principal: {
           kind: "drone-session",
           subjectId: session.id,
-          tenantId: session.tenantId,
-          clientId: session.clientId,
-          cubeId: session.cubeId,
-          droneId: session.droneId,
+          tenantId: session.tenant_id,
+          clientId: session.client_id,
+          cubeId: session.cube_id,
+          droneId: session.drone_id,
         },
         credentialId: session.id,
-        displayName: drone.label,
-        expiresAt: session.expiresAt,
+        displayName: session.label,
+        expiresAt: session.expires_at,
       };
     }
     default:
