@@ -92,7 +92,7 @@ describe("SubscribeActivity across replicas", () => {
     const first = subscribe(b, user, cubeId);
     await eventually(() => first.events.some((e) => e.event.case === "ready"), "ready");
     const appending = appendMany(h, writer.token, cubeId, 1_000);
-    await eventually(() => first.entryIds().length >= 400, "400 entries on B", 60_000);
+    await eventually(() => first.entryIds().length >= 400, "400 entries on B", 100_000);
     first.cancel();
     await first.done;
     const got = first.entryIds();
@@ -100,13 +100,13 @@ describe("SubscribeActivity across replicas", () => {
     const cursor = lastEntry?.event.case === "entry" ? lastEntry.event.value.cursor : "";
     const second = subscribe(b, user, cubeId, cursor);
     await appending;
-    await eventually(() => got.length + second.entryIds().length >= 1_000, "all 1,000 entries", 60_000);
+    await eventually(() => got.length + second.entryIds().length >= 1_000, "all 1,000 entries", 100_000);
     second.cancel();
     await second.done;
     const all = [...got, ...second.entryIds()];
     expect(all.length).toBe(1_000);
     expect(all).toEqual(await orderedIds(cubeId));
-  });
+  }, 240_000);
 
   it("nothing is lost while Redis is down: streams heal from the database", async () => {
     const redis = await privateRedis();
