@@ -19,8 +19,8 @@ type Event = MessageInitShape<typeof SubscribeActivityResponseSchema>;
 
 /** Most open streams per credential (per replica). */
 export const MAX_STREAMS_PER_CREDENTIAL = 10;
-/** Least time between two access re-checks of one stream, unless an access doorbell rings. */
-const RECHECK_MS = 1_000;
+/** Least time between two access re-checks of one stream, unless an access doorbell rings (revocation also rings one). */
+const RECHECK_MS = 5_000;
 
 function eventOf(item: WireItem): Event {
   const it = item.item;
