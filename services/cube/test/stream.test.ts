@@ -270,6 +270,23 @@ describe("SubscribeActivity rules", () => {
   });
 });
 
+describe("SubscribeActivity shutdown", () => {
+  it("a stopping replica ends its streams with closed{SHUTDOWN} and the last cursor", async () => {
+    const doomed = await h.replica();
+    const { cubeId } = await newCube(h, owner.token, "shutdown");
+    const w = await seat(h, owner.token, cubeId);
+    const e = await post(h, w.token, cubeId, "before");
+    const s = subscribe(doomed, user, cubeId, "");
+    await eventually(() => s.entryIds().length === 1, "replayed entry");
+    await doomed.stop();
+    await s.done;
+    const last = s.events[s.events.length - 1];
+    expect(last?.event.case).toBe("closed");
+    expect(last?.event.case === "closed" && last.event.value.reason).toBe(StreamCloseReason.SHUTDOWN);
+    expect(last?.event.case === "closed" && last.event.value.cursor).toBe(e.cursor);
+  });
+});
+
 /** A private redis-server on a free port that can be stopped and started again. */
 async function privateRedis() {
   const port = await new Promise<number>((resolve) => {
