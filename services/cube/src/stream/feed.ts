@@ -1,3 +1,8 @@
+import { create } from "@bufbuild/protobuf";
+import {
+  type SubscribeActivityResponse,
+  SubscribeActivityResponseSchema,
+} from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import type { Bus, BusSubscription } from "@unimatrix/service-kit";
 import type { Logger } from "pino";
 import type { WireItem } from "../convert";
@@ -6,10 +11,23 @@ import type { ActivityItem as ActivityRow } from "../generated/prisma/client";
 import { toItems } from "../store/activity";
 import type { PrismaClient } from "../store/prisma";
 
-/** One committed item as the feed hands it to streams: the row (for visibility) and its wire form. */
+/**
+ * One committed item as the feed hands it to streams: the row (for visibility) and its stream event,
+ * built once and shared by every stream of the replica (the host does not copy a built message).
+ */
 export interface FedItem {
   readonly row: ActivityRow;
-  readonly item: WireItem;
+  readonly event: SubscribeActivityResponse;
+}
+
+/** The stream event of an activity item. */
+export function eventOf(item: WireItem): SubscribeActivityResponse {
+  const it = item.item;
+  if (it?.case === "entry")
+    return create(SubscribeActivityResponseSchema, { event: { case: "entry", value: it.value } });
+  if (it?.case === "notification")
+    return create(SubscribeActivityResponseSchema, { event: { case: "notification", value: it.value } });
+  throw new Error("empty activity item");
 }
 
 /** A stream attached to a feed. */
@@ -84,7 +102,7 @@ class CubeFeed {
         });
         if (rows.length === 0) return;
         const items = await toItems(this.prisma, rows);
-        const fed = rows.map((row, i) => ({ row, item: items[i] as WireItem }));
+        const fed = rows.map((row, i) => ({ row, event: eventOf(items[i] as WireItem) }));
         this.#head = (rows[rows.length - 1] as ActivityRow).position;
         for (const listener of this.listeners) listener.push(fed);
         if (rows.length < PAGE) return;

@@ -6,14 +6,13 @@ import {
   type SubscribeActivityResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { type CallContext, type Principal, ResourceExhaustedError } from "@unimatrix/service-kit";
-import type { WireItem } from "../convert";
 import { encodeCursor } from "../cursor";
 import type { CubeDeps } from "../deps";
 import { READ, requireAccess } from "../store/access";
 import { positionOf, scanVisible, toItems, type Viewer, viewerOf, visibleTo } from "../store/activity";
 import { sessionUsable } from "../store/identity";
 import { uuid } from "../validate";
-import type { FedItem, FeedHub, FeedListener } from "./feed";
+import { eventOf, type FedItem, type FeedHub, type FeedListener } from "./feed";
 
 type Event = MessageInitShape<typeof SubscribeActivityResponseSchema>;
 
@@ -21,13 +20,6 @@ type Event = MessageInitShape<typeof SubscribeActivityResponseSchema>;
 export const MAX_STREAMS_PER_CREDENTIAL = 10;
 /** Least time between two access re-checks of one stream, unless an access doorbell rings (revocation also rings one). */
 const RECHECK_MS = 5_000;
-
-function eventOf(item: WireItem): Event {
-  const it = item.item;
-  if (it?.case === "entry") return { event: { case: "entry", value: it.value } };
-  if (it?.case === "notification") return { event: { case: "notification", value: it.value } };
-  throw new Error("empty activity item");
-}
 
 /**
  * One open stream: its position in the raw activity order, its viewer, and a bounded queue of
@@ -68,7 +60,7 @@ class StreamSink implements FeedListener {
       this.dirty = true;
       return;
     }
-    for (const { row, item } of items) {
+    for (const { row, event } of items) {
       if (row.position <= this.last) continue;
       if (row.position !== this.last + 1n) {
         // A gap (this replica's feed started later or skipped): read the rest from the database.
@@ -77,7 +69,7 @@ class StreamSink implements FeedListener {
         break;
       }
       this.last = row.position;
-      if (visibleTo(this.viewer, row)) this.queue.push(eventOf(item));
+      if (visibleTo(this.viewer, row)) this.queue.push(event);
     }
     if (this.queue.length > this.deps.config.streamMaxBacklog) {
       this.queue.length = 0;
