@@ -210,6 +210,16 @@ describe("SubscribeActivity rules", () => {
     expect(last?.event.case).toBe("accessRevoked");
   });
 
+  it("a foreign tenant's subscription is NOT_FOUND", async () => {
+    const { cubeId } = await newCube(h, owner.token, "foreign-stream");
+    const other = await newTenant(h, "stream-foreign");
+    const foreign = await newClient(h, other.userToken, "foreign");
+    for (const token of [other.userToken, foreign.token]) {
+      const result = await subscribe(b, token, cubeId, "").done;
+      expect(result.error?.code).toBe(status.NOT_FOUND);
+    }
+  });
+
   it("at most 10 open streams per credential", async () => {
     const { cubeId } = await newCube(h, owner.token, "limit");
     const open = Array.from({ length: 10 }, () => subscribe(h, owner.token, cubeId));
