@@ -68,7 +68,7 @@ async function main() {
     const cubeId = c?.id as string;
     await cube.createRole({ cubeId, name: "worker", isDefault: true, canBroadcast: true }, as(client.token));
     const seats: string[] = [];
-    for (let i = 0; i < Math.max(CONCURRENCY, SUBSCRIBERS); i++) {
+    for (let i = 0; i < CONCURRENCY + 11 + 2 * SUBSCRIBERS; i++) {
       seats.push((await cube.attachSeat({ cubeId, hostname: "bench" }, as(client.token))).sessionToken);
     }
     const message = "benchmark entry: status update from a worker drone";
@@ -92,49 +92,65 @@ async function main() {
       );
     });
 
-    // 2. Append→delivery latency with N subscribers at a fixed append rate.
-    const latencies: number[] = [];
-    const streams = seats.slice(0, SUBSCRIBERS).map((token) => {
-      const controller = new AbortController();
-      const stream = activity.subscribeActivity({ cubeId }, { ...as(token), signal: controller.signal });
-      let ready = false;
-      const done = (async () => {
-        try {
-          for await (const event of stream) {
-            if (event.event.case === "ready") ready = true;
-            if (event.event.case === "entry") {
-              const sent = Number(event.event.value.message.split("@")[1]);
-              if (Number.isFinite(sent)) latencies.push(nowMs() - sent);
+    // 2. Append→delivery latency: N subscribers (on their own seats) at a fixed append rate.
+    let seatCursor = CONCURRENCY;
+    const latencyAt = async (subscribers: number, rate: number) => {
+      const latencies: number[] = [];
+      const appendTimes: number[] = [];
+      const streams = seats.slice(seatCursor, seatCursor + subscribers).map((token) => {
+        const controller = new AbortController();
+        const stream = activity.subscribeActivity({ cubeId }, { ...as(token), signal: controller.signal });
+        let ready = false;
+        const done = (async () => {
+          try {
+            for await (const event of stream) {
+              if (event.event.case === "ready") ready = true;
+              if (event.event.case === "entry") {
+                const sent = Number(event.event.value.message.split("@")[1]);
+                if (Number.isFinite(sent)) latencies.push(nowMs() - sent);
+              }
             }
+          } catch {
+            // cancelled at the end
           }
-        } catch {
-          // cancelled at the end
-        }
-      })();
-      return { controller, done, isReady: () => ready };
-    });
-    while (!streams.every((s) => s.isReady())) await new Promise((r) => setTimeout(r, 10));
-    const total = RATE * SECONDS;
-    const startAt = nowMs();
-    const pending: Promise<unknown>[] = [];
-    for (let i = 0; i < total; i++) {
-      const due = startAt + (i * 1000) / RATE;
-      const wait = due - nowMs();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      pending.push(
-        activity.appendEntry(
-          { cubeId, message: `latency@${nowMs()}`, visibility: Visibility.BROADCAST },
-          as(seats[i % CONCURRENCY] as string),
-        ),
-      );
-    }
-    await Promise.all(pending);
-    const expected = total * SUBSCRIBERS;
-    const deadline = nowMs() + 30_000;
-    while (latencies.length < expected && nowMs() < deadline) await new Promise((r) => setTimeout(r, 20));
-    for (const s of streams) s.controller.abort();
-    await Promise.all(streams.map((s) => s.done));
-    const sorted = [...latencies].sort((a, b) => a - b);
+        })();
+        return { controller, done, isReady: () => ready };
+      });
+      seatCursor += subscribers;
+      while (!streams.every((s) => s.isReady())) await new Promise((r) => setTimeout(r, 10));
+      const total = Math.round(rate * SECONDS);
+      const startAt = nowMs();
+      const pending: Promise<unknown>[] = [];
+      for (let i = 0; i < total; i++) {
+        const due = startAt + (i * 1000) / rate;
+        const wait = due - nowMs();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        const sent = nowMs();
+        pending.push(
+          activity
+            .appendEntry(
+              { cubeId, message: `latency@${sent}`, visibility: Visibility.BROADCAST },
+              as(seats[i % CONCURRENCY] as string),
+            )
+            .then(() => appendTimes.push(nowMs() - sent)),
+        );
+      }
+      await Promise.all(pending);
+      const expected = total * subscribers;
+      const deadline = nowMs() + 60_000;
+      while (latencies.length < expected && nowMs() < deadline) await new Promise((r) => setTimeout(r, 20));
+      for (const s of streams) s.controller.abort();
+      await Promise.all(streams.map((s) => s.done));
+      const sorted = [...latencies].sort((a, b) => a - b);
+      const appendSorted = [...appendTimes].sort((a, b) => a - b);
+      return { subscribers, rate, delivered: latencies.length, expected, sorted, appendSorted };
+    };
+    const sustainable = Math.max(10, Math.min(RATE, Math.floor(appendRate * 0.5)));
+    const curve = [];
+    for (const n of [1, 10, SUBSCRIBERS]) curve.push(await latencyAt(n, sustainable));
+    const target = await latencyAt(SUBSCRIBERS, RATE);
+    const sorted = target.sorted;
+    const total = Math.round(RATE * SECONDS);
 
     // 3. Raw Redis publish→receive at the same rate (through the kit's thin ioredis bus).
     const bus = await openBus({ url: TEST_REDIS_URL, prefix: `${busPrefix}-raw` });
@@ -177,10 +193,18 @@ async function main() {
     ];
     process.stdout.write(
       `cube bench: ${CONCURRENCY} in flight, ${APPENDS} appends; ${SUBSCRIBERS} subscribers at ${RATE} appends/s for ${SECONDS} s ` +
-        `(${fmt(latencies.length)} of ${fmt(expected)} deliveries)\n`,
+        `(${fmt(target.delivered)} of ${fmt(target.expected)} deliveries)\n`,
     );
     process.stdout.write("| figure | cube | baseline | raw | ratio |\n|---|---|---|---|---|\n");
     for (const r of rows) process.stdout.write(`| ${r.join(" | ")} |\n`);
+    process.stdout.write(
+      "\n| subscribers | appends/s | deliveries | append RPC p50 (ms) | delivery p50 (ms) | delivery p99 (ms) |\n|---|---|---|---|---|---|\n",
+    );
+    for (const c of [...curve, target]) {
+      process.stdout.write(
+        `| ${c.subscribers} | ${c.rate} | ${fmt(c.delivered)}/${fmt(c.expected)} | ${fmt(pct(c.appendSorted, 50), 2)} | ${fmt(pct(c.sorted, 50), 2)} | ${fmt(pct(c.sorted, 99), 2)} |\n`,
+      );
+    }
   } finally {
     identity.close();
     cube.close();
