@@ -31,7 +31,13 @@ async function entryNow(tx: Tx, entry: ActivityRow) {
 async function claimAudience(tx: Tx, entry: ActivityRow, except: string | undefined): Promise<string[]> {
   let ids: string[];
   if (entry.visibility === "direct") {
-    ids = entry.recipientDroneIds;
+    // Evicted recipients are out of the audience.
+    const live = await tx.drone.findMany({
+      where: { id: { in: entry.recipientDroneIds }, evictedAt: null },
+      select: { id: true },
+    });
+    const liveIds = new Set(live.map((d) => d.id));
+    ids = entry.recipientDroneIds.filter((id) => liveIds.has(id));
   } else {
     const rows = await tx.$queryRaw<{ id: string }[]>`
       SELECT d.id::text FROM drones d

@@ -158,11 +158,10 @@ async function revokedReason(deps: CubeDeps, principal: Principal, cubeId: strin
   return null;
 }
 
-/** Open streams per credential on this replica. */
-const openStreams = new Map<string, number>();
-
 /** The SubscribeActivity server stream. */
 export function subscribeActivity(deps: CubeDeps, hub: FeedHub) {
+  /** Open streams per credential on this replica. */
+  const openStreams = new Map<string, number>();
   return async function* (request: SubscribeActivityRequest, ctx: CallContext): AsyncGenerator<Event> {
     const cubeId = uuid("cube_id", request.cubeId);
     const principal = await ctx.principal();
