@@ -210,6 +210,42 @@ describe("SubscribeActivity rules", () => {
     expect(last?.event.case).toBe("accessRevoked");
   });
 
+  it("rotating a client's credential ends its drone sessions' streams with access_revoked", async () => {
+    const rotating = await newClient(h, user, "rotating");
+    const { cubeId } = await newCube(h, rotating.token, "rotate-stream");
+    const a = await seat(h, rotating.token, cubeId);
+    const s = subscribe(b, a.token, cubeId);
+    await eventually(() => s.events.some((e) => e.event.case === "ready"), "ready");
+    await h.identity.rotateClientCredential({ clientId: rotating.id }, as(user));
+    await s.done;
+    const last = s.events[s.events.length - 1];
+    expect(last?.event.case === "accessRevoked" && last.event.value.reason).toBe("drone session revoked");
+  });
+
+  it("a grant lowered to READ turns a streaming participant into an observer", async () => {
+    const writer = await newClient(h, user, "lowered");
+    const { cubeId } = await newCube(h, owner.token, "lowered");
+    await grant(h, user, writer.id, cubeId, CubeAccess.WRITE);
+    const sender = await seat(h, owner.token, cubeId);
+    const w = await seat(h, writer.token, cubeId);
+    const s = subscribe(b, w.token, cubeId);
+    await eventually(() => s.events.some((e) => e.event.case === "ready"), "ready");
+    const before = await post(h, sender.token, cubeId, "direct while participant", [w.droneId]);
+    await eventually(() => s.entryIds().length === 1, "direct entry");
+    // The grant change rings the access doorbell before this direct post rings the activity one;
+    // the stream re-checks access and filters what arrives meanwhile with the new posture.
+    await grant(h, user, writer.id, cubeId, CubeAccess.READ);
+    await post(h, sender.token, cubeId, "direct while observer", [w.droneId]);
+    const last = await post(h, sender.token, cubeId, "last broadcast");
+    await eventually(() => s.entryIds().includes(last.id), "last broadcast");
+    const ids = s.entryIds();
+    expect(ids[0]).toBe(before.id);
+    expect(s.events.filter((e) => e.event.case === "entry" && e.event.value.message.startsWith("direct")).length).toBe(
+      1,
+    );
+    s.cancel();
+  });
+
   it("a foreign tenant's subscription is NOT_FOUND", async () => {
     const { cubeId } = await newCube(h, owner.token, "foreign-stream");
     const other = await newTenant(h, "stream-foreign");

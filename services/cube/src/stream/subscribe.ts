@@ -37,6 +37,7 @@ class StreamSink implements FeedListener {
   #lastCheck = 0;
   #checking = false;
   #recheckAgain = false;
+  #held: FedItem[] = [];
 
   constructor(
     private readonly deps: CubeDeps,
@@ -56,6 +57,11 @@ class StreamSink implements FeedListener {
 
   push(items: readonly FedItem[]): void {
     if (this.terminal) return;
+    if (this.#checking) {
+      // Access is being re-checked: hold new items so they are filtered with the new viewer.
+      this.#held.push(...items);
+      return;
+    }
     if (!this.live) {
       this.dirty = true;
       return;
@@ -95,6 +101,12 @@ class StreamSink implements FeedListener {
       if (this.#recheckAgain) {
         this.#recheckAgain = false;
         this.accessChanged();
+        return;
+      }
+      if (this.#held.length > 0) {
+        const held = this.#held;
+        this.#held = [];
+        this.push(held);
       }
     });
   }
