@@ -106,11 +106,14 @@ describe("rendering", () => {
       expect(get(deployment, "spec.replicas")).toBe(2);
       expect(get(deployment, "spec.template.spec.terminationGracePeriodSeconds")).toBe(20);
       expect(get(c, "lifecycle.preStop.exec.command")).toEqual(["sleep", "5"]);
+      // The secrets, then the service's own settings from services.<name>.env.
+      const own = Object.keys((get(minimal, `services.${service}.env`) ?? {}) as Values).sort(); // Helm ranges maps in key order
       expect(envOf(deployment).map((e) => e.name)).toEqual([
         "DATABASE_URL",
         "REDIS_URL",
         "UMX_INTERNAL_KEY",
         "UMX_OPERATOR_TOKEN",
+        ...own,
       ]);
     }
     const gateway = find(docs, "Deployment", "umx-unimatrix-gateway");
@@ -119,7 +122,13 @@ describe("rendering", () => {
     expect(get(c, "livenessProbe.httpGet")).toEqual({ path: "/healthz", port: "http" });
     expect(get(c, "readinessProbe.httpGet")).toEqual({ path: "/readyz", port: "http" });
     // The gateway owns no tables: no database URL.
-    expect(envOf(gateway).map((e) => e.name)).toEqual(["REDIS_URL", "UMX_INTERNAL_KEY", "UMX_OPERATOR_TOKEN"]);
+    const gatewayOwn = Object.keys((get(minimal, "services.gateway.env") ?? {}) as Values).sort();
+    expect(envOf(gateway).map((e) => e.name)).toEqual([
+      "REDIS_URL",
+      "UMX_INTERNAL_KEY",
+      "UMX_OPERATOR_TOKEN",
+      ...gatewayOwn,
+    ]);
     expect(get(envOf(gateway)[2], "valueFrom.secretKeyRef.optional")).toBe(true);
   });
 

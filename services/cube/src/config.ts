@@ -1,6 +1,45 @@
-import { envVar, portSchema, registerEnv } from "@unimatrix/service-kit";
+import { envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit";
+import { z } from "zod";
 
 /** Variables only the cube service reads. */
 export const cubeEnv = registerEnv({
   port: envVar("CUBE_PORT", "gRPC port of the cube service.", portSchema, "7001"),
+  storageBudgetBytes: envVar(
+    "CUBE_STORAGE_BUDGET_BYTES",
+    "Storage budget of the cube schema in bytes; a write that would grow the database past it fails with RESOURCE_EXHAUSTED. 0 = unlimited.",
+    z.coerce.number().int().min(0),
+    "0",
+  ),
+  sessionTtlMs: envVar(
+    "CUBE_DRONE_SESSION_TTL_MS",
+    "How long a drone session (seat attach token) stays valid.",
+    millisSchema,
+    "86400000",
+  ),
+  livenessIntervalMs: envVar(
+    "CUBE_LIVENESS_INTERVAL_MS",
+    "How often each replica runs the liveness scan (0 disables the timer).",
+    z.coerce.number().int().min(0),
+    "60000",
+  ),
+  heartbeatMs: envVar(
+    "CUBE_STREAM_HEARTBEAT_MS",
+    "Interval of heartbeats on SubscribeActivity streams.",
+    millisSchema,
+    "15000",
+  ),
+  streamMaxBacklog: envVar(
+    "CUBE_STREAM_MAX_BACKLOG",
+    "Items a SubscribeActivity consumer may fall behind before it is cut off (closed SLOW_CONSUMER).",
+    z.coerce.number().int().positive(),
+    "2000",
+  ),
 });
+
+/** The cube service's own settings. */
+export type CubeConfig = ReturnType<typeof readCubeConfig>;
+
+/** Reads the cube service's own variables from the environment. */
+export function readCubeConfig(env: NodeJS.ProcessEnv = process.env) {
+  return readConfig(cubeEnv, env);
+}

@@ -1,2 +1,2 @@
 export { cubeEnv } from "./config";
-export { type CubeServiceOptions, startCube } from "./server";
+export { type CubeServiceOptions, type RunningCube, startCube } from "./server";

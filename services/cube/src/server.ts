@@ -1,23 +1,85 @@
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
-import { type GrpcServiceOptions, type RunningService, startGrpcService } from "@unimatrix/service-kit";
+import {
+  type GrpcServiceOptions,
+  principalResolver,
+  type RunningService,
+  startGrpcService,
+} from "@unimatrix/service-kit";
+import { type CubeConfig, readCubeConfig } from "./config";
+import type { CubeDeps } from "./deps";
+import { activityHandlers } from "./handlers/activity";
+import { cubeHandlers } from "./handlers/cube";
+import { identityHandlers } from "./handlers/identity";
 import { migrationsDir } from "./paths";
+import { StorageGuard } from "./store/guard";
+import { resolveToken } from "./store/identity";
+import { scanLiveness } from "./store/liveness";
+import { openPrisma } from "./store/prisma";
+import { FeedHub } from "./stream/feed";
 
 /** How to start the cube service: config, port and optional shared bus, logger, clock and schema. */
-export type CubeServiceOptions = Omit<GrpcServiceOptions, "name" | "migrationsDir" | "wire">;
+export type CubeServiceOptions = Omit<GrpcServiceOptions, "name" | "migrationsDir" | "wire" | "authenticate"> & {
+  /** Overrides of the cube service's own settings (default: read from the environment). */
+  readonly cube?: Partial<CubeConfig>;
+};
 
-/** Starts the cube service. Its RPCs are not built yet: they answer UNIMPLEMENTED; health is SERVING. */
-export function startCube(options: CubeServiceOptions): Promise<RunningService> {
-  return startGrpcService({
+/** A running cube service, with a handle on its liveness scan (tests and operators run a round by hand). */
+export interface RunningCube extends RunningService {
+  /** Runs one liveness round now; resolves with the drone ids pinged. */
+  scanLiveness(): Promise<string[]>;
+}
+
+/** Starts the cube service: identity, cubes/roles/seats and the activity log over gRPC. */
+export async function startCube(options: CubeServiceOptions): Promise<RunningCube> {
+  const config: CubeConfig = { ...readCubeConfig(), ...options.cube };
+  let deps: CubeDeps | undefined;
+  const depsReady = () => {
+    if (!deps) throw new Error("cube service is not wired yet");
+    return deps;
+  };
+  const running = await startGrpcService({
     ...options,
     name: "cube",
     migrationsDir,
-    wire: ({ host }) => {
-      host.addService(IdentityService, {});
-      host.addService(CubeService, {});
-      host.addService(ActivityService, {});
-      return {};
+    authenticate: ({ internalKey, operatorToken, clock }) =>
+      principalResolver({
+        internalKey,
+        operatorToken,
+        now: () => clock.now().getTime(),
+        resolveToken: async (parsed) => (await resolveToken(depsReady(), parsed))?.principal ?? null,
+      }),
+    wire: ({ host, database, bus, logger, clock, operatorToken }) => {
+      const prisma = openPrisma(database);
+      const wired: CubeDeps = {
+        prisma,
+        clock,
+        bus,
+        logger,
+        config,
+        guard: new StorageGuard(prisma, config.storageBudgetBytes),
+      };
+      deps = wired;
+      const hub = new FeedHub(prisma, bus, logger);
+      host.addService(IdentityService, identityHandlers(wired, operatorToken));
+      host.addService(CubeService, cubeHandlers(wired));
+      host.addService(ActivityService, activityHandlers(wired, hub));
+      let timer: NodeJS.Timeout | undefined;
+      if (config.livenessIntervalMs > 0) {
+        timer = setInterval(() => {
+          scanLiveness(wired).catch((error: unknown) => logger.warn({ err: error }, "liveness scan failed"));
+        }, config.livenessIntervalMs);
+        timer.unref();
+      }
+      return {
+        async close() {
+          if (timer) clearInterval(timer);
+          await hub.close();
+          await prisma.$disconnect();
+        },
+      };
     },
   });
+  return Object.assign(running, { scanLiveness: () => scanLiveness(depsReady()) });
 }

@@ -1,0 +1,51 @@
+import { randomUUID } from "node:crypto";
+import { NotFoundError, type Principal } from "@unimatrix/service-kit";
+import type { CubeDeps } from "../deps";
+import { READ, requireAccess, WRITE } from "./access";
+import { labelOf, viewerOf, visibleTo } from "./activity";
+
+/** Records a decision. Requires WRITE; a named entry must be visible in this cube. */
+export async function recordDecision(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  input: { title: string; rationale: string; entryId?: string },
+) {
+  const s = await requireAccess(deps.prisma, principal, cubeId, WRITE, "recording decisions");
+  if (input.entryId) {
+    const entry = await deps.prisma.activityItem.findFirst({ where: { id: input.entryId, cubeId, itemType: "entry" } });
+    if (!entry || !visibleTo(viewerOf(s), entry)) throw new NotFoundError("entry not found");
+  }
+  await deps.guard.admit(Buffer.byteLength(input.title) + Buffer.byteLength(input.rationale) + 300);
+  return deps.prisma.decision.create({
+    data: {
+      id: randomUUID(),
+      cubeId,
+      authorDroneId: s.drone?.id ?? null,
+      authorPrincipalId: principal.kind === "drone-session" ? principal.clientId : principal.subjectId,
+      authorPrincipalKind: principal.kind,
+      authorLabel: await labelOf(deps.prisma, principal, s),
+      title: input.title,
+      rationale: input.rationale,
+      entryId: input.entryId ?? null,
+      createdAt: deps.clock.now(),
+    },
+  });
+}
+
+/** Decisions newest first. Requires READ. */
+export async function listDecisions(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  offset: number,
+  limit: number,
+) {
+  await requireAccess(deps.prisma, principal, cubeId, READ, "listing decisions");
+  return deps.prisma.decision.findMany({
+    where: { cubeId },
+    orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+    skip: offset,
+    take: limit + 1,
+  });
+}

@@ -1,0 +1,73 @@
+import { FailedPreconditionError, NotFoundError, type Principal } from "@unimatrix/service-kit";
+import { ACCESS, type CubeDeps, ring } from "../deps";
+import type { CubeGrant } from "../generated/prisma/client";
+import { type AccessLevel, clientOf, MANAGE, requireAccess, tenantOf } from "./access";
+import { inTransaction, type Tx } from "./prisma";
+
+async function checkGrantCaller(tx: Tx, principal: Principal, cubeId: string, clientId: string) {
+  const tenantId = tenantOf(principal);
+  const client = await tx.apiClient.findFirst({ where: { id: clientId, tenantId } });
+  if (!client) throw new NotFoundError("client not found");
+  const { cube } = await requireAccess(tx, principal, cubeId, MANAGE, "changing grants");
+  return { client, cube, tenantId };
+}
+
+/** Grants (or changes) a client's access to a cube. */
+export async function setCubeGrant(
+  deps: CubeDeps,
+  principal: Principal,
+  clientId: string,
+  cubeId: string,
+  access: AccessLevel,
+): Promise<CubeGrant> {
+  await deps.guard.admit(200);
+  const now = deps.clock.now();
+  const grant = await inTransaction(deps.prisma, async (tx) => {
+    const { client, tenantId } = await checkGrantCaller(tx, principal, cubeId, clientId);
+    if (client.revokedAt) throw new FailedPreconditionError("client is revoked");
+    return tx.cubeGrant.upsert({
+      where: { clientId_cubeId: { clientId, cubeId } },
+      create: { clientId, cubeId, tenantId, access, updatedAt: now },
+      update: { access, updatedAt: now },
+    });
+  });
+  ring(deps, [cubeId], ACCESS);
+  return grant;
+}
+
+/** Removes a client's grant on a cube; the owner's own grant stays. Idempotent. */
+export async function revokeCubeGrant(
+  deps: CubeDeps,
+  principal: Principal,
+  clientId: string,
+  cubeId: string,
+): Promise<boolean> {
+  const removed = await inTransaction(deps.prisma, async (tx) => {
+    const { cube } = await checkGrantCaller(tx, principal, cubeId, clientId);
+    if (cube.ownerKind === "client" && cube.ownerId === clientId)
+      throw new FailedPreconditionError("the cube owner's grant cannot be removed");
+    const result = await tx.cubeGrant.deleteMany({ where: { clientId, cubeId } });
+    return result.count > 0;
+  });
+  if (removed) ring(deps, [cubeId], ACCESS);
+  return removed;
+}
+
+/** Lists grants: a user sees the tenant's, a client (or drone session) its own. */
+export async function listCubeGrants(
+  deps: CubeDeps,
+  principal: Principal,
+  filter: { clientId?: string; cubeId?: string },
+  offset: number,
+  limit: number,
+): Promise<CubeGrant[]> {
+  const tenantId = tenantOf(principal);
+  const own = clientOf(principal);
+  if (own && filter.clientId && filter.clientId !== own) return [];
+  return deps.prisma.cubeGrant.findMany({
+    where: { tenantId, clientId: own ?? filter.clientId, cubeId: filter.cubeId },
+    orderBy: [{ updatedAt: "asc" }, { cubeId: "asc" }, { clientId: "asc" }],
+    skip: offset,
+    take: limit + 1,
+  });
+}

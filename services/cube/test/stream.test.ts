@@ -1,0 +1,376 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
+import { status } from "@grpc/grpc-js";
+import {
+  StreamCloseReason,
+  type SubscribeActivityResponse,
+} from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import { NotificationKind } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import { eventually } from "@unimatrix/service-kit/testing";
+import {
+  as,
+  CubeAccess,
+  expectCode,
+  grant,
+  type Harness,
+  newClient,
+  newCube,
+  newTenant,
+  post,
+  type Replica,
+  seat,
+  startHarness,
+} from "./harness";
+
+/** A stream being read in the background into `events`. */
+interface Reader {
+  readonly events: SubscribeActivityResponse[];
+  readonly done: Promise<{ error?: Error & { code?: number } }>;
+  cancel(): void;
+  entryIds(): string[];
+}
+
+function subscribe(r: Replica, token: string, cubeId: string, after?: string): Reader {
+  const controller = new AbortController();
+  const events: SubscribeActivityResponse[] = [];
+  const stream = r.activity.subscribeActivity({ cubeId, after }, { ...as(token), signal: controller.signal });
+  const done = (async () => {
+    try {
+      for await (const event of stream) events.push(event);
+      return {};
+    } catch (error) {
+      return { error: error as Error & { code?: number } };
+    }
+  })();
+  return {
+    events,
+    done,
+    cancel: () => controller.abort(),
+    entryIds: () => events.flatMap((e) => (e.event.case === "entry" ? [e.event.value.id] : [])),
+  };
+}
+
+async function appendMany(r: Replica, token: string, cubeId: string, n: number, concurrency = 8): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < n) {
+        const i = next++;
+        await post(r, token, cubeId, `entry ${i}`);
+      }
+    }),
+  );
+}
+
+let h: Harness;
+let b: Replica;
+let user: string;
+let owner: { id: string; token: string };
+beforeAll(async () => {
+  h = await startHarness("cube_stream", { cube: { heartbeatMs: 200 } });
+  b = await h.replica({ cube: { heartbeatMs: 200 } });
+  const t = await newTenant(h, "stream");
+  user = t.userToken;
+  owner = await newClient(h, user, "owner");
+});
+afterAll(async () => {
+  await h.close();
+});
+
+const orderedIds = async (cubeId: string) =>
+  (
+    await h.sql<{ id: string }>(
+      "SELECT id::text FROM activity_items WHERE cube_id = $1 AND item_type = 'entry' ORDER BY position",
+      [cubeId],
+    )
+  ).map((r) => r.id);
+
+describe("SubscribeActivity across replicas", () => {
+  it("a subscriber on B receives 1,000 entries appended on A, in order, exactly once; resumes with no gap", async () => {
+    const { cubeId } = await newCube(h, owner.token, "thousand");
+    const writer = await seat(h, owner.token, cubeId);
+    const first = subscribe(b, user, cubeId);
+    await eventually(() => first.events.some((e) => e.event.case === "ready"), "ready");
+    const appending = appendMany(h, writer.token, cubeId, 1_000);
+    await eventually(() => first.entryIds().length >= 400, "400 entries on B", 100_000);
+    first.cancel();
+    await first.done;
+    const got = first.entryIds();
+    const lastEntry = [...first.events].reverse().find((e) => e.event.case === "entry");
+    const cursor = lastEntry?.event.case === "entry" ? lastEntry.event.value.cursor : "";
+    const second = subscribe(b, user, cubeId, cursor);
+    await appending;
+    await eventually(() => got.length + second.entryIds().length >= 1_000, "all 1,000 entries", 100_000);
+    second.cancel();
+    await second.done;
+    const all = [...got, ...second.entryIds()];
+    expect(all.length).toBe(1_000);
+    expect(all).toEqual(await orderedIds(cubeId));
+  }, 240_000);
+
+  it("nothing is lost while Redis is down: streams heal from the database", async () => {
+    const redis = await privateRedis();
+    try {
+      const x = await h.replica({ redisUrl: redis.url });
+      const y = await h.replica({ redisUrl: redis.url });
+      const { cubeId } = await newCube(x, owner.token, "redis-down");
+      const writer = await seat(x, owner.token, cubeId);
+      const reader = subscribe(y, user, cubeId);
+      await eventually(() => reader.events.some((e) => e.event.case === "ready"), "ready");
+      await appendMany(x, writer.token, cubeId, 50);
+      await eventually(() => reader.entryIds().length === 50, "50 entries with redis up", 10_000);
+      await redis.stop();
+      await appendMany(x, writer.token, cubeId, 50);
+      await eventually(() => reader.entryIds().length === 100, "100 entries with redis down", 10_000);
+      await redis.start();
+      await appendMany(x, writer.token, cubeId, 50);
+      await eventually(() => reader.entryIds().length === 150, "150 entries after redis is back", 10_000);
+      expect(reader.entryIds()).toEqual(await orderedIds(cubeId));
+      reader.cancel();
+      await reader.done;
+    } finally {
+      await redis.stop();
+    }
+  });
+});
+
+describe("SubscribeActivity rules", () => {
+  it("replays from a cursor, then streams live; unset `after` starts at the head; heartbeats carry the cursor", async () => {
+    const { cubeId } = await newCube(h, owner.token, "replay");
+    const w = await seat(h, owner.token, cubeId);
+    const e1 = await post(h, w.token, cubeId, "one");
+    const e2 = await post(h, w.token, cubeId, "two");
+    const fromStart = subscribe(h, user, cubeId, "");
+    const fromE1 = subscribe(h, user, cubeId, e1.cursor);
+    const fromHead = subscribe(h, user, cubeId);
+    for (const r of [fromStart, fromE1, fromHead])
+      await eventually(() => r.events.some((e) => e.event.case === "ready"), "ready");
+    const e3 = await post(b, w.token, cubeId, "three");
+    await eventually(() => fromHead.entryIds().length === 1, "live entry");
+    await eventually(() => fromStart.entryIds().length === 3 && fromE1.entryIds().length === 2, "replay + live");
+    expect(fromStart.entryIds()).toEqual([e1.id, e2.id, e3.id]);
+    expect(fromE1.entryIds()).toEqual([e2.id, e3.id]);
+    expect(fromHead.entryIds()).toEqual([e3.id]);
+    const readyIndex = fromStart.events.findIndex((e) => e.event.case === "ready");
+    expect(fromStart.events.slice(0, readyIndex).map((e) => e.event.case)).toEqual(["entry", "entry"]);
+    await eventually(() => fromHead.events.some((e) => e.event.case === "heartbeat"), "heartbeat");
+    await eventually(
+      () =>
+        fromHead.events
+          .slice(fromHead.events.findIndex((e) => e.event.case === "entry"))
+          .some((e) => e.event.case === "heartbeat"),
+      "heartbeat after the entry",
+    );
+    const hb = [...fromHead.events].reverse().find((e) => e.event.case === "heartbeat");
+    expect(hb?.event.case === "heartbeat" && hb.event.value.cursor).toBe(e3.cursor);
+    for (const r of [fromStart, fromE1, fromHead]) r.cancel();
+    await expectCode(
+      (async () => {
+        for await (const _ of h.activity.subscribeActivity({ cubeId, after: "garbage" }, as(user))) break;
+      })(),
+      status.INVALID_ARGUMENT,
+      "after",
+    );
+  });
+
+  it("observers never receive direct entries; notifications reach only their recipient", async () => {
+    const { cubeId } = await newCube(h, owner.token, "stream-vis");
+    const reader = await newClient(h, user, "reader-s");
+    await grant(h, user, reader.id, cubeId, CubeAccess.READ);
+    const a = await seat(h, owner.token, cubeId);
+    const c = await seat(h, owner.token, cubeId);
+    const obs = await seat(h, reader.token, cubeId);
+    const sa = subscribe(b, a.token, cubeId);
+    const sc = subscribe(b, c.token, cubeId);
+    const so = subscribe(b, obs.token, cubeId);
+    for (const r of [sa, sc, so]) await eventually(() => r.events.some((e) => e.event.case === "ready"), "ready");
+    const direct = await post(h, a.token, cubeId, "for observer", [obs.droneId]);
+    const bc = await post(h, a.token, cubeId, "everyone");
+    await h.activity.ackEntry({ cubeId, entryId: bc.id }, as(c.token));
+    await eventually(() => sa.events.some((e) => e.event.case === "notification"), "ack notification");
+    await eventually(() => so.entryIds().length === 1 && sc.entryIds().length === 1, "broadcast on all");
+    expect(so.entryIds()).toEqual([bc.id]);
+    expect(sa.entryIds()).toEqual([direct.id, bc.id]);
+    const note = sa.events.find((e) => e.event.case === "notification");
+    expect(note?.event.case === "notification" && note.event.value.kind).toBe(NotificationKind.ACK);
+    expect(sc.events.some((e) => e.event.case === "notification")).toBe(false);
+    expect(so.events.some((e) => e.event.case === "notification")).toBe(false);
+    for (const r of [sa, sc, so]) r.cancel();
+  });
+
+  it("a revoked credential gets access_revoked and the stream ends", async () => {
+    const { cubeId } = await newCube(h, owner.token, "revoke");
+    const a = await seat(h, owner.token, cubeId);
+    const s = await subscribe(b, a.token, cubeId);
+    await eventually(() => s.events.some((e) => e.event.case === "ready"), "ready");
+    await h.cube.evictDrone({ cubeId, droneId: a.droneId }, as(owner.token));
+    const result = await s.done;
+    expect(result.error).toBeUndefined();
+    const last = s.events[s.events.length - 1];
+    expect(last?.event.case).toBe("accessRevoked");
+  });
+
+  it("rotating a client's credential ends its drone sessions' streams with access_revoked", async () => {
+    const rotating = await newClient(h, user, "rotating");
+    const { cubeId } = await newCube(h, rotating.token, "rotate-stream");
+    const a = await seat(h, rotating.token, cubeId);
+    const s = subscribe(b, a.token, cubeId);
+    await eventually(() => s.events.some((e) => e.event.case === "ready"), "ready");
+    await h.identity.rotateClientCredential({ clientId: rotating.id }, as(user));
+    await s.done;
+    const last = s.events[s.events.length - 1];
+    expect(last?.event.case === "accessRevoked" && last.event.value.reason).toBe("drone session revoked");
+  });
+
+  it("a grant lowered to READ turns a streaming participant into an observer", async () => {
+    const writer = await newClient(h, user, "lowered");
+    const { cubeId } = await newCube(h, owner.token, "lowered");
+    await grant(h, user, writer.id, cubeId, CubeAccess.WRITE);
+    const sender = await seat(h, owner.token, cubeId);
+    const w = await seat(h, writer.token, cubeId);
+    const s = subscribe(b, w.token, cubeId);
+    await eventually(() => s.events.some((e) => e.event.case === "ready"), "ready");
+    const before = await post(h, sender.token, cubeId, "direct while participant", [w.droneId]);
+    await eventually(() => s.entryIds().length === 1, "direct entry");
+    // The grant change rings the access doorbell before this direct post rings the activity one;
+    // the stream re-checks access and filters what arrives meanwhile with the new posture.
+    await grant(h, user, writer.id, cubeId, CubeAccess.READ);
+    await post(h, sender.token, cubeId, "direct while observer", [w.droneId]);
+    const last = await post(h, sender.token, cubeId, "last broadcast");
+    await eventually(() => s.entryIds().includes(last.id), "last broadcast");
+    const ids = s.entryIds();
+    expect(ids[0]).toBe(before.id);
+    expect(s.events.filter((e) => e.event.case === "entry" && e.event.value.message.startsWith("direct")).length).toBe(
+      1,
+    );
+    s.cancel();
+  });
+
+  it("a foreign tenant's subscription is NOT_FOUND", async () => {
+    const { cubeId } = await newCube(h, owner.token, "foreign-stream");
+    const other = await newTenant(h, "stream-foreign");
+    const foreign = await newClient(h, other.userToken, "foreign");
+    for (const token of [other.userToken, foreign.token]) {
+      const result = await subscribe(b, token, cubeId, "").done;
+      expect(result.error?.code).toBe(status.NOT_FOUND);
+    }
+  });
+
+  it("at most 10 open streams per credential", async () => {
+    const { cubeId } = await newCube(h, owner.token, "limit");
+    const open = Array.from({ length: 10 }, () => subscribe(h, owner.token, cubeId));
+    for (const r of open) await eventually(() => r.events.some((e) => e.event.case === "ready"), "ready");
+    const eleventh = subscribe(h, owner.token, cubeId);
+    const result = await eleventh.done;
+    expect(result.error?.code).toBe(status.RESOURCE_EXHAUSTED);
+    for (const r of open) r.cancel();
+    await Promise.all(open.map((r) => r.done));
+    await eventually(async () => {
+      const again = subscribe(h, owner.token, cubeId);
+      const ok = await Promise.race([
+        new Promise<boolean>((resolve) => {
+          const t = setInterval(() => {
+            if (again.events.some((e) => e.event.case === "ready")) {
+              clearInterval(t);
+              resolve(true);
+            }
+          }, 5);
+        }),
+        again.done.then(() => false),
+      ]);
+      again.cancel();
+      return ok;
+    }, "a stream after the others closed");
+  });
+
+  it("cuts off a consumer that falls too far behind", async () => {
+    const slow = await h.replica({ cube: { streamMaxBacklog: 5 } });
+    const { cubeId } = await newCube(h, owner.token, "slow");
+    const w = await seat(h, owner.token, cubeId);
+    const stream = slow.activity.subscribeActivity({ cubeId }, as(user));
+    const events: SubscribeActivityResponse[] = [];
+    const iterator = stream[Symbol.asyncIterator]();
+    const firstEvent = await iterator.next();
+    events.push(firstEvent.value);
+    expect(events[0]?.event.case).toBe("ready");
+    // Do not read: ~6 MiB of entries fill the transport, then the server-side queue.
+    const big = "x".repeat(30_000);
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < 160) {
+          next++;
+          await post(h, w.token, cubeId, big);
+        }
+      }),
+    );
+    for (;;) {
+      const next = await iterator.next();
+      if (next.done) break;
+      events.push(next.value);
+    }
+    const last = events[events.length - 1];
+    expect(last?.event.case).toBe("closed");
+    expect(last?.event.case === "closed" && last.event.value.reason).toBe(StreamCloseReason.SLOW_CONSUMER);
+    expect(events.filter((e) => e.event.case === "entry").length).toBeLessThan(160);
+  });
+});
+
+describe("SubscribeActivity shutdown", () => {
+  it("a stopping replica ends its streams with closed{SHUTDOWN} and the last cursor", async () => {
+    const doomed = await h.replica();
+    const { cubeId } = await newCube(h, owner.token, "shutdown");
+    const w = await seat(h, owner.token, cubeId);
+    const e = await post(h, w.token, cubeId, "before");
+    const s = subscribe(doomed, user, cubeId, "");
+    await eventually(() => s.entryIds().length === 1, "replayed entry");
+    await doomed.stop();
+    await s.done;
+    const last = s.events[s.events.length - 1];
+    expect(last?.event.case).toBe("closed");
+    expect(last?.event.case === "closed" && last.event.value.reason).toBe(StreamCloseReason.SHUTDOWN);
+    expect(last?.event.case === "closed" && last.event.value.cursor).toBe(e.cursor);
+  });
+});
+
+/** A private redis-server on a free port that can be stopped and started again. */
+async function privateRedis() {
+  const port = await new Promise<number>((resolve) => {
+    const srv = createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const p = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(p));
+    });
+  });
+  let child: ChildProcess | undefined;
+  const start = async () => {
+    child = spawn("redis-server", ["--port", String(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"], {
+      stdio: "ignore",
+    });
+    await eventually(
+      () =>
+        new Promise<boolean>((resolve) => {
+          const socket = require("node:net").connect(port, "127.0.0.1");
+          socket.once("connect", () => {
+            socket.end();
+            resolve(true);
+          });
+          socket.once("error", () => resolve(false));
+        }),
+      "redis-server up",
+    );
+  };
+  await start();
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    start,
+    async stop() {
+      const c = child;
+      child = undefined;
+      if (!c || c.exitCode !== null) return;
+      const exited = new Promise((resolve) => c.once("exit", resolve));
+      c.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
