@@ -90,8 +90,10 @@ export function openEventStream(options: StreamOptions): EventStream {
       const { done, value } = await reader.read();
       if (done) return "retry";
       buffer += value;
-      const lines = buffer.split(/\r\n|\r|\n/);
-      buffer = lines.pop() ?? "";
+      // A CR at the end of a chunk may be the first half of a CRLF: keep it for the next chunk.
+      const held = buffer.endsWith("\r") ? "\r" : "";
+      const lines = buffer.slice(0, buffer.length - held.length).split(/\r\n|\r|\n/);
+      buffer = (lines.pop() ?? "") + held;
       for (const line of lines) {
         if (line === "") {
           if (frame.id !== undefined) lastId = frame.id;
