@@ -113,13 +113,14 @@ describe("gateway: Connect/HTTP", () => {
   });
 
   it("keeps internal RPCs off the public surface", async () => {
-    const { status } = await connectJson(
+    const { status, body } = await connectJson(
       system,
       "unimatrix.cube.v1.IdentityService/Authenticate",
       { token: acme.user },
       OPERATOR_TOKEN,
     );
-    expect(status).toBe(404);
+    expect([status, body.code]).toEqual([501, "unimplemented"]);
+    expect(body).not.toHaveProperty("principal");
   });
 
   it("answers CORS preflights for allowed origins only", async () => {

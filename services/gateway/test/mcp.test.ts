@@ -128,17 +128,16 @@ describe("gateway: MCP", () => {
       await poster.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
       const seat = await away.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
       const droneId = seat.structuredContent!.drone_id as string;
+      const saved = seat.structuredContent!.session_token as string;
+      expect(saved).toMatch(/^umx_drone_/);
       await away.tool("log_read", { unread: true, page_size: 500 }); // inbox now empty
       await away.close();
       await poster.tool("log_post", { message: "while you were out 1" });
       await poster.tool("log_post", { message: "while you were out 2" });
       away = await agent(system, acme.clients[2]!.token);
-      const back = await away.tool("seat_attach", {
-        cube_id: acme.cubeId,
-        role_id: acme.roleId,
-        prior_drone_id: droneId,
-      });
-      expect(back.structuredContent!.drone_id).toBe(droneId);
+      // A new MCP session resumes the seat with the saved session token.
+      const back = await away.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId, session_token: saved });
+      expect(back.structuredContent).toMatchObject({ outcome: "reused", drone_id: droneId });
       const unread = await away.tool("log_read", { unread: true, page_size: 500 });
       const items = (unread.structuredContent!.items ?? []) as { entry?: { message: string } }[];
       expect(items.flatMap((i) => (i.entry ? [i.entry.message] : []))).toEqual([

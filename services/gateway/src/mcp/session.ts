@@ -77,20 +77,26 @@ export class McpSession {
   }
 
   /** Attaches (or re-attaches) a seat as the bearer and starts pushing the drone's activity. */
-  async attach(cubeId: string, roleId: string, priorDroneId?: string, hostname?: string): Promise<AttachSeatResponse> {
-    const saved = this.#seat && this.#seat.cubeId === cubeId && this.#seat.roleId === roleId ? this.#seat : undefined;
+  async attach(
+    cubeId: string,
+    roleId: string,
+    given: { priorDroneId?: string | undefined; sessionToken?: string | undefined; hostname?: string | undefined },
+  ): Promise<AttachSeatResponse> {
+    const held =
+      this.#seat && this.#seat.cubeId === cubeId && this.#seat.roleId === roleId ? this.#seat.token : undefined;
+    const saved = given.sessionToken ?? held;
     const reply = await this.upstreams.cube.attachSeat(
       {
         cubeId,
         roleId,
-        hostname: hostname ?? "mcp",
-        ...(saved ? { sessionToken: saved.token } : {}),
-        ...(priorDroneId !== undefined ? { priorDroneId } : {}),
+        hostname: given.hostname ?? "mcp",
+        ...(saved ? { sessionToken: saved } : {}),
+        ...(given.priorDroneId !== undefined ? { priorDroneId: given.priorDroneId } : {}),
       },
       await this.asCaller(),
     );
     if (reply.outcome === AttachSeatOutcome.SESSION_REJECTED || !reply.drone) return reply;
-    const token = reply.outcome === AttachSeatOutcome.REUSED && saved ? saved.token : reply.sessionToken;
+    const token = reply.outcome === AttachSeatOutcome.REUSED && saved ? saved : reply.sessionToken;
     this.#seat = { cubeId, roleId, droneId: reply.drone.id, token };
     this.#follow();
     return reply;

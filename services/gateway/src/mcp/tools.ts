@@ -86,11 +86,20 @@ export function registerTools(server: McpServer, session: McpSession): void {
     {
       cube_id: uuid,
       role_id: uuid,
-      prior_drone_id: uuid.optional().describe("Reattach to a drone you held before."),
+      prior_drone_id: uuid.optional().describe("Reattach to a drone you held before (when no live session holds it)."),
+      session_token: z
+        .string()
+        .regex(/^umx_drone_[A-Za-z0-9-]+_[A-Za-z0-9-]+$/, "must be a saved umx_drone_… session token")
+        .optional()
+        .describe("The session_token a previous seat_attach returned: resumes that seat (outcome reused)."),
       hostname: z.string().max(255).optional(),
     },
     async (input) => {
-      const reply = await session.attach(input.cube_id, input.role_id, input.prior_drone_id, input.hostname);
+      const reply = await session.attach(input.cube_id, input.role_id, {
+        priorDroneId: input.prior_drone_id,
+        sessionToken: input.session_token,
+        hostname: input.hostname,
+      });
       if (reply.outcome === AttachSeatOutcome.SESSION_REJECTED) {
         return {
           isError: true,
@@ -105,6 +114,8 @@ export function registerTools(server: McpServer, session: McpSession): void {
         label: drone?.label ?? "",
         role: drone?.roleName ?? "",
         cube_id: input.cube_id,
+        // Shown once, on a new session: keep it to resume this seat from a later MCP session.
+        ...(reply.sessionToken ? { session_token: reply.sessionToken } : {}),
       });
     },
   );
