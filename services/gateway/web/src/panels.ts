@@ -68,7 +68,7 @@ export function dronesPanel(drones: readonly Drone[], seatDroneId: string | unde
                   {},
                   h("span", { class: `dot ${drone.live ? "on" : "off"}`, "aria-hidden": "true" }),
                   h("strong", {}, drone.label || drone.id.slice(0, 8)),
-                  seatDroneId === drone.id ? " (you)" : "",
+                  seatDroneId === drone.id ? h("span", { class: "badge you" }, "you") : null,
                   h("div", { class: "muted" }, drone.roleName ?? ""),
                 ),
                 h("td", {}, enumLabel(drone.posture, "DRONE_POSTURE_")),
