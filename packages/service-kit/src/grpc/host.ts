@@ -204,9 +204,17 @@ export class GrpcHost {
     const fail = (error: unknown) => toCallStatus(error, logger, method);
     switch (kind) {
       case "unary":
-        return (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      case "client_streaming": {
+        const single = kind === "unary";
+        return (
+          call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerReadableStream<unknown, unknown>,
+          callback: grpc.sendUnaryData<unknown>,
+        ) => {
           const { ctx, done } = this.#context(call, method);
-          (impl as (r: unknown, c: CallContext) => Promise<unknown>)(call.request, ctx).then(
+          const request = single
+            ? (call as grpc.ServerUnaryCall<unknown, unknown>).request
+            : requestsOf(call as grpc.ServerReadableStream<unknown, unknown>);
+          (impl as (r: unknown, c: CallContext) => Promise<unknown>)(request, ctx).then(
             (response) => {
               done();
               callback(null, create(output, response as never));
@@ -217,20 +225,7 @@ export class GrpcHost {
             },
           );
         };
-      case "client_streaming":
-        return (call: grpc.ServerReadableStream<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-          const { ctx, done } = this.#context(call, method);
-          (impl as (r: AsyncIterable<unknown>, c: CallContext) => Promise<unknown>)(requestsOf(call), ctx).then(
-            (response) => {
-              done();
-              callback(null, create(output, response as never));
-            },
-            (error: unknown) => {
-              done();
-              callback(fail(error));
-            },
-          );
-        };
+      }
       default: {
         const bidi = kind === "bidi_streaming";
         return (call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>) => {
