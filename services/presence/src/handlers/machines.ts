@@ -111,7 +111,7 @@ export function machineHandlers(deps: MachineHandlerDeps): Omit<ServiceImpl<type
     async authenticate(request) {
       if (request.token === "") throw new InvalidArgumentError("token", "is required");
       const parsed = parseToken(request.token);
-      if (!parsed || parsed.kind !== "machine") throw new UnauthenticatedError("not a machine credential");
+      if (parsed?.kind !== "machine") throw new UnauthenticatedError("not a machine credential");
       const machine = await machines.authenticate(parsed);
       if (!machine) throw new UnauthenticatedError("invalid credential");
       return {
