@@ -239,8 +239,11 @@ export class GrpcHost {
         const bidi = kind === "bidi_streaming";
         return (call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>) => {
           const { ctx, done } = this.#context(call, method);
+          // Reading requests to their end must not destroy the call: the handler still answers
+          // after the client half-closes (a plain for-await over a Duplex destroys it at the end).
+          const duplex = call as grpc.ServerDuplexStream<unknown, unknown>;
           const source = bidi
-            ? (call as grpc.ServerDuplexStream<unknown, unknown>)
+            ? { [Symbol.asyncIterator]: () => duplex.iterator({ destroyOnReturn: false }) }
             : (call as grpc.ServerWritableStream<unknown, unknown>).request;
           const responses = (impl as (r: unknown, c: CallContext) => AsyncIterable<unknown>)(source, ctx);
           pump(call, responses, output, ctx.signal).then(
