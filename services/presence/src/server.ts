@@ -87,7 +87,11 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
     name: "presence",
     migrationsDir,
     authenticate: (deps) => {
-      prisma = new PrismaClient({ adapter: deps.database.adapter });
+      // Under load a transaction may wait for a pooled connection longer than Prisma's 2 s default.
+      prisma = new PrismaClient({
+        adapter: deps.database.adapter,
+        transactionOptions: { maxWait: 10_000, timeout: 15_000 },
+      });
       const machines = new MachineStore(prisma);
       return principalResolver({
         internalKey: deps.internalKey,

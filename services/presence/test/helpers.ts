@@ -51,8 +51,8 @@ export class World {
     return replica;
   }
 
-  machines(replica: PresenceService): TypedClient<typeof MachineService> {
-    const client = createClient(MachineService, `127.0.0.1:${replica.port}`);
+  machines(replica: PresenceService, channelOptions: grpc.ChannelOptions = {}): TypedClient<typeof MachineService> {
+    const client = createClient(MachineService, `127.0.0.1:${replica.port}`, undefined, channelOptions);
     this.clients.push(client);
     return client;
   }
@@ -136,11 +136,25 @@ export interface OpenLink {
   readonly linkId: string;
 }
 
-/** Opens a link with a machine token and waits for `linked`. */
-export async function openLink(client: TypedClient<typeof LinkService>, token: string): Promise<OpenLink> {
+/**
+ * Opens a link with a machine token and waits for `linked`. Like a daemon, it sends a heartbeat
+ * every 100 ms until the link ends, unless `heartbeats` is false.
+ */
+export async function openLink(
+  client: TypedClient<typeof LinkService>,
+  token: string,
+  options: { heartbeats?: boolean } = {},
+): Promise<OpenLink> {
   const call = client.link(bearer(token));
   call.send({ event: { case: "hello", value: { agentVersion: "test/1", hostname: "host" } } });
   const responses = new Collector<LinkResponse>(call);
+  if (options.heartbeats !== false) {
+    const timer = setInterval(() => {
+      if (responses.done || call.call.writableEnded) clearInterval(timer);
+      else call.send({ event: { case: "heartbeat", value: {} } });
+    }, 100);
+    void responses.finished.then(() => clearInterval(timer));
+  }
   const [first] = await responses.count(1, "linked");
   if (first?.event.case !== "linked") throw new Error(`expected linked, got ${first?.event.case}`);
   return { call, responses, linkId: first.event.value.linkId };

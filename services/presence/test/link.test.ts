@@ -1,7 +1,7 @@
 import { status } from "@grpc/grpc-js";
 import { LinkCloseReason } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import type { WatchMachinesResponse } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { as, bearer, Collector, codeOf, describe as show, eventually, newTenant, openLink, World } from "./helpers";
+import { as, bearer, Collector, codeOf, eventually, newTenant, openLink, describe as show, World } from "./helpers";
 
 const world = new World("presence_link");
 let machines: ReturnType<World["machines"]>;
@@ -111,7 +111,7 @@ describe("link", () => {
 
   test("heartbeats both ways keep a link; a silent link is closed HEARTBEAT_MISSED and unlinked", async () => {
     const { token, linked } = await setup();
-    const alive = await openLink(links, token);
+    const alive = await openLink(links, token, { heartbeats: false });
     const beat = setInterval(() => alive.call.send({ event: { case: "heartbeat", value: {} } }), 100);
     try {
       await eventually(

@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { status } from "@grpc/grpc-js";
-import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
-import pg from "pg";
-import { TEST_DATABASE_URL } from "@unimatrix/service-kit/testing";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { status } from "@grpc/grpc-js";
+import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
+import { TEST_DATABASE_URL } from "@unimatrix/service-kit/testing";
+import pg from "pg";
 import { as, bearer, codeOf, newTenant, World } from "./helpers";
 
 const world = new World("presence_machines");

@@ -5,6 +5,9 @@ import type { PresenceEvent } from "../store/rows";
 import type { TransitionStore } from "../store/transitions";
 import { parseSignal, presenceChannel, publishSignal } from "./signal";
 
+/** How long a tenant's channel stays subscribed after its last link closed. */
+const SUBSCRIPTION_LINGER_MS = 30_000;
+
 /** An open link as the registry sees it. */
 export interface LinkHandle {
   readonly machineId: string;
@@ -174,12 +177,15 @@ export class LinkRegistry {
     if (!entry) return;
     entry.count -= 1;
     if (entry.count > 0) return;
-    this.#tenants.delete(tenantId);
-    try {
-      await (await entry.sub).unsubscribe();
-    } catch (error) {
-      this.#options.logger.warn({ err: error, tenantId }, "unsubscribe failed");
-    }
+    // Linger: a flapping daemon would otherwise pay a SUBSCRIBE/UNSUBSCRIBE per reconnect.
+    const timer = setTimeout(() => {
+      if (entry.count > 0 || this.#tenants.get(tenantId) !== entry) return;
+      this.#tenants.delete(tenantId);
+      void entry.sub
+        .then((sub) => sub.unsubscribe())
+        .catch((error: unknown) => this.#options.logger.warn({ err: error, tenantId }, "unsubscribe failed"));
+    }, SUBSCRIPTION_LINGER_MS);
+    timer.unref();
   }
 
   /** Renews the lease of every link this replica holds. */

@@ -17,6 +17,9 @@ interface LockedPresence {
   name: string;
   linked: boolean;
   revoked_at: Date | null;
+  /** The current link owner, read under the same lock. */
+  owner_replica: string | null;
+  owner_link: string | null;
 }
 
 /**
@@ -25,8 +28,10 @@ interface LockedPresence {
  */
 export async function lockPresence(tx: Tx, machineId: string): Promise<LockedPresence | null> {
   const rows = await tx.$queryRaw<LockedPresence[]>`
-    SELECT p.tenant_id::text AS tenant_id, m.name, p.linked, m.revoked_at
+    SELECT p.tenant_id::text AS tenant_id, m.name, p.linked, m.revoked_at,
+           o.replica_id AS owner_replica, o.link_id::text AS owner_link
     FROM presence p JOIN machines m ON m.id = p.machine_id
+    LEFT JOIN link_owners o ON o.machine_id = p.machine_id
     WHERE p.machine_id = ${machineId}::uuid
     FOR UPDATE OF p`;
   return rows[0] ?? null;
@@ -78,19 +83,19 @@ export class TransitionStore {
     return this.prisma.$transaction(async (tx) => {
       const locked = await lockPresence(tx, machineId);
       if (!locked || locked.revoked_at) throw new UnauthenticatedError("machine is revoked");
-      const previous = await tx.$queryRaw<{ replica_id: string; link_id: string }[]>`
-        SELECT replica_id, link_id::text AS link_id FROM link_owners WHERE machine_id = ${machineId}::uuid`;
       await tx.$executeRaw`
         INSERT INTO link_owners (machine_id, tenant_id, replica_id, link_id, lease_expires_at)
         VALUES (${machineId}::uuid, ${locked.tenant_id}::uuid, ${ownership.replicaId}, ${ownership.linkId}::uuid, ${ownership.leaseExpiresAt})
         ON CONFLICT (machine_id) DO UPDATE SET replica_id = EXCLUDED.replica_id, link_id = EXCLUDED.link_id,
           lease_expires_at = EXCLUDED.lease_expires_at, tenant_id = EXCLUDED.tenant_id`;
       const event = locked.linked ? null : await writeTransition(tx, machineId, locked, true, at);
-      const prior = previous[0];
       return {
         tenantId: locked.tenant_id,
         event,
-        previous: prior ? { replicaId: prior.replica_id, linkId: prior.link_id } : null,
+        previous:
+          locked.owner_replica && locked.owner_link
+            ? { replicaId: locked.owner_replica, linkId: locked.owner_link }
+            : null,
       };
     });
   }
