@@ -3,7 +3,7 @@ import type { WatchMachinesResponse } from "@unimatrix/contracts/unimatrix/prese
 import { TEST_DATABASE_URL } from "@unimatrix/service-kit/testing";
 import pg from "pg";
 import type { PresenceService } from "../src/server";
-import { as, Collector, describe as show, eventually, newTenant, openLink, World } from "./helpers";
+import { as, Collector, eventually, newTenant, openLink, describe as show, World } from "./helpers";
 
 const world = new World("presence_reconcile");
 let replica: PresenceService;

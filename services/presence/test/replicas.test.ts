@@ -1,7 +1,7 @@
 import { LinkCloseReason } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import type { WatchMachinesResponse } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import type { PresenceService } from "../src/server";
-import { as, Collector, describe as show, eventually, FAST, newTenant, openLink, World } from "./helpers";
+import { as, Collector, eventually, FAST, newTenant, openLink, describe as show, World } from "./helpers";
 
 const world = new World("presence_replicas");
 let a: PresenceService;
@@ -20,8 +20,7 @@ async function tenantWithWatcherOn(replica: PresenceService, names: string[]) {
   for (const name of names) tokens.set(name, (await machines.registerMachine({ name }, as(user))).token);
   const watch = new Collector<WatchMachinesResponse>(machines.watchMachines({}, as(user)));
   await watch.count(2, "snapshot and ready");
-  const transitions = () =>
-    watch.items.map(show).filter((e) => e.startsWith("+") || e.startsWith("-"));
+  const transitions = () => watch.items.map(show).filter((e) => e.startsWith("+") || e.startsWith("-"));
   return { user, tokens, watch, transitions, machines };
 }
 

@@ -37,9 +37,12 @@ export function transitionEvent(event: PresenceEvent): WatchEvent {
   };
 }
 
-/** The snapshot event. */
+/**
+ * The snapshot event, built as a message (not an init shape) so the transport does not copy its
+ * items a second time.
+ */
 export function snapshotEvent(cursor: bigint, reset: boolean, items: readonly SnapshotItem[]): WatchEvent {
-  return {
+  return create(ResponseSchema, {
     event: {
       case: "machineSnapshot",
       value: {
@@ -53,7 +56,7 @@ export function snapshotEvent(cursor: bigint, reset: boolean, items: readonly Sn
         })),
       },
     },
-  };
+  });
 }
 
 /** Encoded size of a transition's watch event: what a watcher has to take off the wire. */
