@@ -147,7 +147,9 @@ async function main() {
       const watchers: { cancel(): void }[] = [];
       let ready = 0;
       for (let i = 0; i < watcherCount; i++) {
-        const stream = machines.watchMachines({}, { metadata: signed(user) });
+        // One user per watcher: a credential may hold at most 10 streams.
+        const watcher: Principal = { ...user, subjectId: randomUUID() };
+        const stream = machines.watchMachines({}, { metadata: signed(watcher) });
         watchers.push(stream as unknown as { cancel(): void });
         stream.on("data", (event: WatchMachinesResponse) => {
           const c = event.event.case;
@@ -190,7 +192,10 @@ async function main() {
       for (const call of open) call?.end();
       await sleep(500);
       for (const w of watchers) w.cancel();
-      process.stdout.write(`(link messages received: ${linkedCount}, watch: ${JSON.stringify([...cases])})\n`);
+      const committed = await db.query("SELECT count(*)::int AS n FROM presence_events WHERE tenant_id = $1", [tenantId]);
+      process.stdout.write(
+        `(link messages: ${linkedCount}, events committed: ${committed.rows[0].n}, watch: ${JSON.stringify([...cases])})\n`,
+      );
       const raw = await rawLatency(watcherCount, schema.schema);
       line(
         `| ${watcherCount} | ${ms(pct(samples, 50))} | ${ms(pct(samples, 99))} | ${samples.length} | ${ms(pct(raw, 50))} | ${ms(pct(raw, 99))} |`,

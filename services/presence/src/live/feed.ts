@@ -81,10 +81,12 @@ export class TenantFeed {
         const page = await this.options.logs.page(this.options.tenantId, this.cursor, PAGE);
         this.state = { head: page.head, floor: page.floor, revocations: page.revocations };
         for (const event of page.events) this.#append(event);
+        // Wake watchers page by page: under a steady stream of doorbells this loop may not
+        // end for a while, and nobody should wait for it to.
+        this.#notify();
         if (page.events.length < PAGE) break;
       }
     } while (this.#again);
-    this.#notify();
   }
 
   #append(event: PresenceEvent): void {
