@@ -1,7 +1,9 @@
 // Presence benchmark: snapshot of 10,000 machines, transition→watcher latency with 100 watchers
 // at 200 transitions/s, link churn throughput — each next to raw pg + raw Redis doing the same
 // writes and publishes in the same run. Needs the local Postgres and Redis (see TOOLCHAIN.md).
+import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { join } from "node:path";
 import { toBinary } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
@@ -25,8 +27,6 @@ import pg from "pg";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ONLY = process.env.BENCH_ONLY;
-let linkedCount = 0;
-const cases = new Map<string, number>();
 
 function pct(samples: number[], p: number): number {
   if (samples.length === 0) return Number.NaN;
@@ -143,62 +143,11 @@ async function main() {
     line("| watchers | presence p50 | presence p99 | events seen | raw pg tx + Redis publish p50 | raw p99 |");
     line("|---|---|---|---|---|---|");
     for (const watcherCount of ONLY && ONLY !== "latency" ? [] : [10, 100]) {
-      const samples: number[] = [];
-      const watchers: { cancel(): void }[] = [];
-      let ready = 0;
-      for (let i = 0; i < watcherCount; i++) {
-        // One user per watcher: a credential may hold at most 10 streams.
-        const watcher: Principal = { ...user, subjectId: randomUUID() };
-        const stream = machines.watchMachines({}, { metadata: signed(watcher) });
-        watchers.push(stream as unknown as { cancel(): void });
-        stream.on("data", (event: WatchMachinesResponse) => {
-          const c = event.event.case;
-          cases.set(c ?? "none", (cases.get(c ?? "none") ?? 0) + 1);
-          if (c === "machineReady") ready += 1;
-          else if ((c === "machineLinked" || c === "machineUnlinked") && event.event.value.at) {
-            const at = Number(event.event.value.at.seconds) * 1000 + event.event.value.at.nanos / 1e6;
-            samples.push(Date.now() - at);
-          }
-        });
-        stream.on("error", () => {});
-      }
-      while (ready < watcherCount) await sleep(10);
-      // Drive 200 transitions/s with real links: alternately open and close links of 60 machines.
-      const open: (ReturnType<typeof links.link> | null)[] = tokens.map(() => null);
-      const until = performance.now() + SECONDS * 1000;
-      let n = 0;
-      const started = performance.now();
-      while (performance.now() < until) {
-        const i = n % tokens.length;
-        const current = open[i];
-        if (current) {
-          current.end();
-          open[i] = null;
-        } else {
-          const call = links.link({ metadata: { authorization: `Bearer ${tokens[i]}` } });
-          call.call.on("error", () => {});
-          call.call.on("data", () => {
-            linkedCount += 1;
-          });
-          call.send({ event: { case: "hello", value: {} } });
-          open[i] = call;
-        }
-        n += 1;
-        const due = started + n * 5;
-        const wait = due - performance.now();
-        if (wait > 0) await sleep(wait);
-      }
-      await sleep(500);
-      for (const call of open) call?.end();
-      await sleep(500);
-      for (const w of watchers) w.cancel();
-      const committed = await db.query("SELECT count(*)::int AS n FROM presence_events WHERE tenant_id = $1", [tenantId]);
-      process.stdout.write(
-        `(link messages: ${linkedCount}, events committed: ${committed.rows[0].n}, watch: ${JSON.stringify([...cases])})\n`,
-      );
+      const job = { address, tenantId, watchers: watcherCount, tokens, seconds: SECONDS, rate: 200 };
+      const result = await runClients(job);
       const raw = await rawLatency(watcherCount, schema.schema);
       line(
-        `| ${watcherCount} | ${ms(pct(samples, 50))} | ${ms(pct(samples, 99))} | ${samples.length} | ${ms(pct(raw, 50))} | ${ms(pct(raw, 99))} |`,
+        `| ${watcherCount} | ${ms(result.p50)} | ${ms(result.p99)} | ${result.count} | ${ms(pct(raw, 50))} | ${ms(pct(raw, 99))} |`,
       );
     }
 
@@ -237,6 +186,21 @@ async function main() {
     await service.stop();
     await schema.drop();
   }
+}
+
+/** Runs the watchers and the link driver in a child process (same tsx loader), returns its summary. */
+function runClients(job: object): Promise<{ p50: number; p99: number; count: number }> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [...process.execArgv, join(__dirname, "clients.ts")],
+      { env: { ...process.env, BENCH_JOB: JSON.stringify(job) }, maxBuffer: 1 << 20 },
+      (error, stdout) => {
+        if (error) reject(error);
+        else resolve(JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}"));
+      },
+    );
+  });
 }
 
 /** Raw baseline: per transition one pg transaction (row lock, insert event, update row) + one Redis publish. */

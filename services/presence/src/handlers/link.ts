@@ -6,13 +6,7 @@ import {
   type LinkRequest,
   type LinkResponseSchema,
 } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import {
-  type CallContext,
-  type Clock,
-  InvalidArgumentError,
-  PermissionDeniedError,
-  UnauthenticatedError,
-} from "@unimatrix/service-kit";
+import { type CallContext, type Clock, InvalidArgumentError, PermissionDeniedError } from "@unimatrix/service-kit";
 import type { LinkHandle, LinkRegistry } from "../live/links";
 import { Mailbox } from "../live/mailbox";
 import type { MachineStore } from "../store/machines";
@@ -60,7 +54,7 @@ export function linkHandler(deps: LinkDeps) {
     if (principal.kind !== "machine") {
       throw new PermissionDeniedError("only a machine principal may open its link");
     }
-    if (!(await deps.machines.active(principal.subjectId))) throw new UnauthenticatedError("machine is revoked");
+    // Revocation is checked when the link is recorded, under the machine's row lock.
     const mailbox = new Mailbox<Item>();
     void (async () => {
       try {

@@ -78,32 +78,42 @@ export interface LinkOpened {
 export class TransitionStore {
   constructor(private readonly prisma: PrismaClient) {}
 
-  /** Records `ownership` as the machine's current link and links it if it was not. */
+  /**
+   * Records `ownership` as the machine's current link and links it if it was not: one round
+   * trip (`presence_link_open`, see the link_functions migration).
+   */
   async linkOpened(machineId: string, ownership: Ownership, at: Date): Promise<LinkOpened> {
-    return this.prisma.$transaction(async (tx) => {
-      const locked = await lockPresence(tx, machineId);
-      if (!locked || locked.revoked_at) throw new UnauthenticatedError("machine is revoked");
-      await tx.$executeRaw`
-        INSERT INTO link_owners (machine_id, tenant_id, replica_id, link_id, lease_expires_at)
-        VALUES (${machineId}::uuid, ${locked.tenant_id}::uuid, ${ownership.replicaId}, ${ownership.linkId}::uuid, ${ownership.leaseExpiresAt})
-        ON CONFLICT (machine_id) DO UPDATE SET replica_id = EXCLUDED.replica_id, link_id = EXCLUDED.link_id,
-          lease_expires_at = EXCLUDED.lease_expires_at, tenant_id = EXCLUDED.tenant_id`;
-      const event = locked.linked ? null : await writeTransition(tx, machineId, locked, true, at);
-      return {
-        tenantId: locked.tenant_id,
-        event,
-        previous:
-          locked.owner_replica && locked.owner_link
-            ? { replicaId: locked.owner_replica, linkId: locked.owner_link }
-            : null,
-      };
-    });
+    const rows = await this.prisma.$queryRaw<
+      {
+        o_status: string;
+        o_tenant: string | null;
+        o_seq: bigint | null;
+        o_name: string | null;
+        o_prev_replica: string | null;
+        o_prev_link: string | null;
+      }[]
+    >`SELECT o_status, o_tenant::text AS o_tenant, o_seq, o_name, o_prev_replica, o_prev_link::text AS o_prev_link
+      FROM presence_link_open(${machineId}::uuid, ${ownership.replicaId}, ${ownership.linkId}::uuid,
+        ${ownership.leaseExpiresAt}::timestamptz, ${at}::timestamptz)`;
+    const row = rows[0];
+    if (!row || row.o_status !== "ok" || !row.o_tenant) throw new UnauthenticatedError("machine is revoked");
+    const tenantId = row.o_tenant;
+    return {
+      tenantId,
+      event:
+        row.o_seq === null
+          ? null
+          : { seq: BigInt(row.o_seq), tenantId, machineId, name: row.o_name ?? "", linked: true, at },
+      previous:
+        row.o_prev_replica && row.o_prev_link ? { replicaId: row.o_prev_replica, linkId: row.o_prev_link } : null,
+    };
   }
 
   /**
    * Ends link `linkId` if it is still the machine's current link: drops the ownership and
    * unlinks. A replaced link changes nothing. With `expiredBefore`, only when its lease expired
-   * before that instant (a surviving replica taking over a dead one's machines).
+   * before that instant (a surviving replica taking over a dead one's machines). One round trip
+   * (`presence_link_close`).
    */
   async linkClosed(
     machineId: string,
@@ -111,17 +121,21 @@ export class TransitionStore {
     at: Date,
     expiredBefore?: Date,
   ): Promise<{ tenantId: string; event: PresenceEvent | null } | null> {
-    return this.prisma.$transaction(async (tx) => {
-      const locked = await lockPresence(tx, machineId);
-      if (!locked) return null;
-      const deleted = expiredBefore
-        ? await tx.$executeRaw`DELETE FROM link_owners WHERE machine_id = ${machineId}::uuid
-            AND link_id = ${linkId}::uuid AND lease_expires_at < ${expiredBefore}`
-        : await tx.$executeRaw`DELETE FROM link_owners WHERE machine_id = ${machineId}::uuid AND link_id = ${linkId}::uuid`;
-      if (deleted === 0) return null;
-      const event = locked.linked ? await writeTransition(tx, machineId, locked, false, at) : null;
-      return { tenantId: locked.tenant_id, event };
-    });
+    const rows = await this.prisma.$queryRaw<
+      { o_status: string; o_tenant: string | null; o_seq: bigint | null; o_name: string | null }[]
+    >`SELECT o_status, o_tenant::text AS o_tenant, o_seq, o_name
+      FROM presence_link_close(${machineId}::uuid, ${linkId}::uuid, ${at}::timestamptz,
+        ${expiredBefore ?? null}::timestamptz)`;
+    const row = rows[0];
+    if (!row || row.o_status !== "ok" || !row.o_tenant) return null;
+    const tenantId = row.o_tenant;
+    return {
+      tenantId,
+      event:
+        row.o_seq === null
+          ? null
+          : { seq: BigInt(row.o_seq), tenantId, machineId, name: row.o_name ?? "", linked: false, at },
+    };
   }
 
   /**
