@@ -138,7 +138,6 @@ async function main() {
       }
       return { tenantId, tokens };
     })();
-    const user: Principal = { kind: "user", subjectId: randomUUID(), tenantId };
     line(`\n### Transition → watcher latency at 200 transitions/s for ${SECONDS} s (event \`at\` → received)`);
     line("| watchers | presence p50 | presence p99 | events seen | raw pg tx + Redis publish p50 | raw p99 |");
     line("|---|---|---|---|---|---|");

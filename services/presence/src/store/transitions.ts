@@ -96,7 +96,7 @@ export class TransitionStore {
       FROM presence_link_open(${machineId}::uuid, ${ownership.replicaId}, ${ownership.linkId}::uuid,
         ${ownership.leaseExpiresAt}::timestamptz, ${at}::timestamptz)`;
     const row = rows[0];
-    if (!row || row.o_status !== "ok" || !row.o_tenant) throw new UnauthenticatedError("machine is revoked");
+    if (row?.o_status !== "ok" || !row.o_tenant) throw new UnauthenticatedError("machine is revoked");
     const tenantId = row.o_tenant;
     return {
       tenantId,
@@ -127,7 +127,7 @@ export class TransitionStore {
       FROM presence_link_close(${machineId}::uuid, ${linkId}::uuid, ${at}::timestamptz,
         ${expiredBefore ?? null}::timestamptz)`;
     const row = rows[0];
-    if (!row || row.o_status !== "ok" || !row.o_tenant) return null;
+    if (row?.o_status !== "ok" || !row.o_tenant) return null;
     const tenantId = row.o_tenant;
     return {
       tenantId,
