@@ -5,6 +5,7 @@ import {
   type WatchMachinesResponseSchema,
 } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import type { MachineSchema } from "@unimatrix/contracts/unimatrix/presence/v1/types_pb";
+import { encodeOnce } from "@unimatrix/service-kit";
 import type { SnapshotItem } from "../store/log";
 import type { MachineRecord, PresenceEvent } from "../store/rows";
 
@@ -24,8 +25,22 @@ export function machineMessage(machine: MachineRecord): MessageInitShape<typeof 
   };
 }
 
-/** The watch event of a transition. */
+const messages = new WeakMap<PresenceEvent, WatchEvent>();
+
+/**
+ * The watch event of a transition, built once per event object and encoded once for every
+ * watcher it is written to (the feed hands the same event object to all its watchers).
+ */
 export function transitionEvent(event: PresenceEvent): WatchEvent {
+  let message = messages.get(event);
+  if (!message) {
+    message = encodeOnce(create(ResponseSchema, transitionInit(event)));
+    messages.set(event, message);
+  }
+  return message;
+}
+
+function transitionInit(event: PresenceEvent): WatchEvent {
   const value = {
     cursor: event.seq.toString(),
     machineId: event.machineId,
@@ -61,5 +76,5 @@ export function snapshotEvent(cursor: bigint, reset: boolean, items: readonly Sn
 
 /** Encoded size of a transition's watch event: what a watcher has to take off the wire. */
 export function transitionSize(event: PresenceEvent): number {
-  return toBinary(ResponseSchema, create(ResponseSchema, transitionEvent(event))).length;
+  return toBinary(ResponseSchema, create(ResponseSchema, transitionInit(event))).length;
 }
