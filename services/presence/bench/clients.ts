@@ -17,6 +17,10 @@ const job = JSON.parse(process.env.BENCH_JOB ?? "{}") as {
   tokens: string[];
   seconds: number;
   rate: number;
+  /** Only one client process drives the links; the others only watch. */
+  drive: boolean;
+  /** First watcher index of this process (distinct principals across processes). */
+  offset: number;
 };
 const sleep = (n: number) => new Promise((resolve) => setTimeout(resolve, n));
 
@@ -34,7 +38,11 @@ async function main() {
   for (let i = 0; i < job.watchers; i++) {
     const metadata = attachPrincipal(
       new grpc.Metadata(),
-      { kind: "user", subjectId: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`, tenantId: job.tenantId },
+      {
+        kind: "user",
+        subjectId: `00000000-0000-4000-8000-${String(job.offset + i).padStart(12, "0")}`,
+        tenantId: job.tenantId,
+      },
       TEST_INTERNAL_KEY,
     );
     const stream = machines.watchMachines({}, { metadata });
@@ -50,12 +58,15 @@ async function main() {
     stream.on("error", () => {});
   }
   while (ready < job.watchers) await sleep(10);
+  process.stdout.write("READY\n");
+  // Wait for the go signal so every process is watching before the first transition.
+  await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
   const open: (ReturnType<typeof links.link> | null)[] = job.tokens.map(() => null);
   const interval = 1000 / job.rate;
   const started = performance.now();
   const until = started + job.seconds * 1000;
   let n = 0;
-  while (performance.now() < until) {
+  while (job.drive && performance.now() < until) {
     const i = n % job.tokens.length;
     const current = open[i];
     if (current) {
@@ -72,11 +83,12 @@ async function main() {
     const wait = started + n * interval - performance.now();
     if (wait > 0) await sleep(wait);
   }
+  if (!job.drive) await sleep(job.seconds * 1000);
   for (const call of open) call?.end();
   await sleep(1500);
   for (const w of watchers) w.cancel();
   process.stdout.write(
-    `${JSON.stringify({ p50: pct(samples, 50), p99: pct(samples, 99), count: samples.length, driven: n })}\n`,
+    `${JSON.stringify({ p50: pct(samples, 50), p99: pct(samples, 99), count: samples.length, driven: n, samples })}\n`,
   );
   machines.close();
   links.close();
