@@ -27,6 +27,7 @@ import pg from "pg";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ONLY = process.env.BENCH_ONLY;
+const RATE = Number(process.env.BENCH_RATE ?? 200);
 
 function pct(samples: number[], p: number): number {
   if (samples.length === 0) return Number.NaN;
@@ -142,7 +143,7 @@ async function main() {
     line("| watchers | presence p50 | presence p99 | events seen | raw pg tx + Redis publish p50 | raw p99 |");
     line("|---|---|---|---|---|---|");
     for (const watcherCount of ONLY && ONLY !== "latency" ? [] : [10, 100]) {
-      const job = { address, tenantId, watchers: watcherCount, tokens, seconds: SECONDS, rate: 200 };
+      const job = { address, tenantId, watchers: watcherCount, tokens, seconds: SECONDS, rate: RATE };
       const result = await runClients(job, watcherCount >= 50 ? 4 : 1);
       const raw = await rawLatency(watcherCount, schema.schema);
       line(
