@@ -29,6 +29,11 @@ export interface CallContext {
   /** Aborted when the caller cancels, the deadline passes, or the server shuts down. */
   readonly signal: AbortSignal;
   readonly deadline: Date | undefined;
+  /**
+   * Aborts `signal` from the handler's side (e.g. to cut a stream whose consumer stopped reading):
+   * a write waiting for the client gives up and the handler is resumed to end the call.
+   */
+  abort(reason?: unknown): void;
   /** The authenticated caller; throws UNAUTHENTICATED when the call carries no valid credential. */
   principal(): Promise<Principal>;
 }
@@ -174,6 +179,7 @@ export class GrpcHost {
       logger: this.#logger.child({ requestId, method }),
       signal: controller.signal,
       deadline: deadlineDate,
+      abort: (reason?: unknown) => controller.abort(reason),
       principal() {
         principal ??= authenticate ? authenticate(call.metadata) : Promise.reject(new UnauthenticatedError());
         return principal;
