@@ -142,6 +142,7 @@ describe("rendering", () => {
       CUBE_ADDRESS: "umx-unimatrix-cube:7001",
       DEVICE_ADDRESS: "umx-unimatrix-device:7002",
       PRESENCE_ADDRESS: "umx-unimatrix-presence:7003",
+      PRESENCE_CUBE_ADDRESS: "umx-unimatrix-cube:7001",
       LOG_LEVEL: "info",
       UMX_BIND_HOST: "0.0.0.0",
       UMX_BUS_PREFIX: "umx",

@@ -48,24 +48,28 @@ export async function launch(names: readonly ServiceName[] = SERVICE_NAMES, env 
   const bus: Bus | undefined = config.redisUrl ? undefined : new InProcessBus();
   const stops: (() => Promise<void>)[] = [];
   const endpoints: Endpoint[] = [];
-  const starters = { cube: startCube, device: startDevice, presence: startPresence };
+  const local = (name: ServiceName, fallback: string) => {
+    const endpoint = endpoints.find((e) => e.name === name);
+    return endpoint ? `127.0.0.1:${endpoint.port}` : fallback;
+  };
   try {
     for (const name of names) {
       if (name === "gateway") continue;
-      const running = await starters[name]({
-        config,
-        port: ports[name],
-        bus,
-        logger: createLogger(name, config.logLevel),
-      });
+      const common = { config, port: ports[name], bus, logger: createLogger(name, config.logLevel) };
+      const running =
+        name === "cube"
+          ? await startCube(common)
+          : name === "device"
+            ? await startDevice(common)
+            : await startPresence({
+                ...common,
+                // Presence resolves user and client tokens through cube: the one in this process, unless told otherwise.
+                ...(env.PRESENCE_CUBE_ADDRESS ? {} : { presence: { cubeAddress: local("cube", "") || undefined } }),
+              });
       stops.push(() => running.stop());
       endpoints.push({ name, protocol: "grpc", port: running.port });
     }
     if (names.includes("gateway")) {
-      const local = (name: ServiceName, fallback: string) => {
-        const endpoint = endpoints.find((e) => e.name === name);
-        return endpoint ? `127.0.0.1:${endpoint.port}` : fallback;
-      };
       const running = await startGateway({
         config,
         gateway: {

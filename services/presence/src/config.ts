@@ -1,6 +1,68 @@
-import { envVar, portSchema, registerEnv } from "@unimatrix/service-kit";
+import { envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit";
+import { z } from "zod";
 
 /** Variables only the presence service reads. */
 export const presenceEnv = registerEnv({
   port: envVar("PRESENCE_PORT", "gRPC port of the presence service.", portSchema, "7003"),
+  retentionMs: envVar(
+    "PRESENCE_RETENTION_MS",
+    "How long presence events are kept before reconcile prunes them and raises the tenant's floor.",
+    millisSchema,
+    String(7 * 24 * 3600 * 1000),
+  ),
+  reconcileMs: envVar(
+    "PRESENCE_RECONCILE_MS",
+    "Interval of the reconcile pass (held links vs presence rows, expired leases, pruning).",
+    millisSchema,
+    "10000",
+  ),
+  leaseMs: envVar(
+    "PRESENCE_LINK_LEASE_MS",
+    "Lease of a replica's link ownership; renewed every third of it. A dead replica's machines are unlinked once it expires.",
+    millisSchema,
+    "30000",
+  ),
+  linkHeartbeatMs: envVar(
+    "PRESENCE_LINK_HEARTBEAT_MS",
+    "Heartbeat interval of machine links; a link silent for 3 intervals is closed.",
+    millisSchema,
+    "15000",
+  ),
+  linkHelloTimeoutMs: envVar(
+    "PRESENCE_LINK_HELLO_TIMEOUT_MS",
+    "How long a new link may take to send its hello.",
+    millisSchema,
+    "10000",
+  ),
+  watchHeartbeatMs: envVar(
+    "PRESENCE_WATCH_HEARTBEAT_MS",
+    "Heartbeat interval of WatchMachines streams (each heartbeat also re-checks the log and the credential).",
+    millisSchema,
+    "15000",
+  ),
+  watchMaxStreams: envVar(
+    "PRESENCE_WATCH_MAX_STREAMS",
+    "Open WatchMachines streams allowed per credential (per replica).",
+    z.coerce.number().int().positive(),
+    "10",
+  ),
+  watchMaxLagBytes: envVar(
+    "PRESENCE_WATCH_MAX_LAG_BYTES",
+    "A watcher this many bytes of events behind is closed with RESOURCE_EXHAUSTED.",
+    z.coerce.number().int().positive(),
+    String(1024 * 1024),
+  ),
+  cubeAddress: envVar(
+    "PRESENCE_CUBE_ADDRESS",
+    "host:port of the cube service, whose Authenticate resolves user and client bearer tokens. Unset: only machine tokens, the operator token and signed principals are accepted.",
+    z.string().min(1).optional(),
+  ),
 });
+
+/** The presence service's own settings, typed. */
+export type PresenceConfig = ReturnType<typeof readPresenceConfig>;
+
+/** Reads the presence variables from the environment (throws a ConfigError naming a bad one). */
+export function readPresenceConfig(env: NodeJS.ProcessEnv = process.env) {
+  return readConfig(presenceEnv, env);
+}

@@ -1,21 +1,196 @@
-import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import { randomUUID } from "node:crypto";
+import { status } from "@grpc/grpc-js";
+import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
+import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
+import { LinkCloseReason, LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { type GrpcServiceOptions, type RunningService, startGrpcService } from "@unimatrix/service-kit";
+import {
+  createClient,
+  type GrpcServiceOptions,
+  isServiceError,
+  type Principal,
+  principalResolver,
+  type RunningService,
+  startGrpcService,
+} from "@unimatrix/service-kit";
+import { type PresenceConfig, readPresenceConfig } from "./config";
+import { PrismaClient } from "./generated/prisma/client";
+import { transitionSize } from "./handlers/convert";
+import { linkHandler } from "./handlers/link";
+import { machineHandlers } from "./handlers/machines";
+import { watchMachinesHandler } from "./handlers/watch";
+import { WatchHub } from "./live/feed";
+import { LinkRegistry } from "./live/links";
+import { type ReconcileReport, Reconciler } from "./live/reconciler";
 import { migrationsDir } from "./paths";
+import { LogStore } from "./store/log";
+import { MachineStore } from "./store/machines";
+import { TransitionStore } from "./store/transitions";
 
 /** How to start the presence service: config, port and optional shared bus, logger, clock and schema. */
-export type PresenceServiceOptions = Omit<GrpcServiceOptions, "name" | "migrationsDir" | "wire">;
+export type PresenceServiceOptions = Omit<GrpcServiceOptions, "name" | "migrationsDir" | "wire" | "authenticate"> & {
+  /** The presence settings; read from the environment when absent (tests override a few). */
+  readonly presence?: Partial<PresenceConfig>;
+  /** This replica's id in link ownership rows (default: a fresh UUID per start). */
+  readonly replicaId?: string;
+};
 
-/** Starts the presence service. Its RPCs are not built yet: they answer UNIMPLEMENTED; health is SERVING. */
-export function startPresence(options: PresenceServiceOptions): Promise<RunningService> {
-  return startGrpcService({
+/** A running presence replica. */
+export interface PresenceService extends RunningService {
+  readonly replicaId: string;
+  /** Runs one reconcile pass now (also runs at start and every PRESENCE_RECONCILE_MS). */
+  reconcile(): Promise<ReconcileReport>;
+  /** Renews this replica's link leases now (also runs every third of the lease). */
+  renewLeases(): Promise<void>;
+  /**
+   * Stops like a crashed process (tests and chaos drills): no more database writes, no closing
+   * messages, leases left to expire so a surviving replica unlinks the machines.
+   */
+  kill(): Promise<void>;
+}
+
+function foreignPrincipal(message: { kind: PrincipalKind; tenantId: string; subjectId: string }): Principal | null {
+  if (message.kind === PrincipalKind.USER)
+    return { kind: "user", tenantId: message.tenantId, subjectId: message.subjectId };
+  if (message.kind === PrincipalKind.CLIENT) {
+    return { kind: "client", tenantId: message.tenantId, subjectId: message.subjectId };
+  }
+  return null;
+}
+
+/** Starts one presence replica. */
+export async function startPresence(options: PresenceServiceOptions): Promise<PresenceService> {
+  const settings: PresenceConfig = { ...readPresenceConfig(), ...options.presence };
+  const replicaId = options.replicaId ?? randomUUID();
+  const cube = settings.cubeAddress ? createClient(IdentityService, settings.cubeAddress) : undefined;
+  const resolveForeign = cube
+    ? async (raw: string): Promise<Principal | null> => {
+        try {
+          const response = await cube.authenticate({ token: raw }, { deadline: 5_000 });
+          return response.principal ? foreignPrincipal(response.principal) : null;
+        } catch (error) {
+          if (isServiceError(error) && error.code === status.UNAUTHENTICATED) return null;
+          throw error;
+        }
+      }
+    : undefined;
+  let prisma: PrismaClient | undefined;
+  let registry: LinkRegistry | undefined;
+  let reconciler: Reconciler | undefined;
+  let hub: WatchHub | undefined;
+  const timers: NodeJS.Timeout[] = [];
+  const stopTimers = () => {
+    for (const timer of timers) clearInterval(timer);
+  };
+  const running = await startGrpcService({
     ...options,
     name: "presence",
     migrationsDir,
-    wire: ({ host }) => {
-      host.addService(MachineService, {});
-      host.addService(LinkService, {});
-      return {};
+    authenticate: (deps) => {
+      // Under load a transaction may wait for a pooled connection longer than Prisma's 2 s default.
+      prisma = new PrismaClient({
+        adapter: deps.database.adapter,
+        transactionOptions: { maxWait: 10_000, timeout: 15_000 },
+      });
+      const machines = new MachineStore(prisma);
+      return principalResolver({
+        internalKey: deps.internalKey,
+        operatorToken: deps.operatorToken,
+        resolveToken: async (parsed, raw) => {
+          if (parsed.kind === "machine") {
+            const machine = await machines.authenticate(parsed);
+            return machine ? { kind: "machine", tenantId: machine.tenantId, subjectId: machine.id } : null;
+          }
+          return resolveForeign ? resolveForeign(raw) : null;
+        },
+      });
     },
+    wire: async ({ host, bus, clock, logger }) => {
+      const client = prisma as PrismaClient;
+      const machines = new MachineStore(client);
+      const transitions = new TransitionStore(client);
+      const logs = new LogStore(client);
+      registry = new LinkRegistry({ transitions, bus, clock, logger, replicaId, leaseMs: settings.leaseMs });
+      reconciler = new Reconciler({ registry, transitions, bus, clock, logger, retentionMs: settings.retentionMs });
+      hub = new WatchHub({
+        bus,
+        logs,
+        logger,
+        maxLagBytes: settings.watchMaxLagBytes,
+        maxStreams: settings.watchMaxStreams,
+        sizeOf: transitionSize,
+      });
+      host.addService(MachineService, {
+        ...machineHandlers({ machines, registry, bus, clock, logger }),
+        watchMachines: watchMachinesHandler({
+          hub,
+          logs,
+          machines,
+          heartbeatMs: settings.watchHeartbeatMs,
+          maxLagBytes: settings.watchMaxLagBytes,
+          resolveForeign,
+          now: () => clock.now(),
+        }),
+      });
+      host.addService(LinkService, {
+        link: linkHandler({
+          registry,
+          machines,
+          clock,
+          heartbeatMs: settings.linkHeartbeatMs,
+          helloTimeoutMs: settings.linkHelloTimeoutMs,
+        }),
+      });
+      await reconciler.run();
+      const every = (ms: number, what: string, fn: () => Promise<unknown>) => {
+        const timer = setInterval(() => {
+          fn().catch((error: unknown) => logger.warn({ err: error }, `${what} failed`));
+        }, ms);
+        timer.unref();
+        timers.push(timer);
+      };
+      every(Math.max(1, Math.floor(settings.leaseMs / 3)), "lease renewal", () =>
+        (registry as LinkRegistry).renewLeases(),
+      );
+      every(settings.reconcileMs, "reconcile", () => (reconciler as Reconciler).run());
+      return {
+        async close() {
+          stopTimers();
+          hub?.close();
+          cube?.close();
+          await client.$disconnect();
+        },
+      };
+    },
+  }).catch(async (error: unknown) => {
+    stopTimers();
+    cube?.close();
+    await prisma?.$disconnect();
+    throw error;
   });
+  const live = { registry: registry as LinkRegistry, reconciler: reconciler as Reconciler };
+  return {
+    ...running,
+    name: running.name,
+    port: running.port,
+    host: running.host,
+    database: running.database,
+    replicaId,
+    reconcile: () => live.reconciler.run(),
+    renewLeases: () => live.registry.renewLeases(),
+    async stop() {
+      // Links end with SHUTDOWN and keep their ownership: daemons reconnect to another replica
+      // within the lease and replace it without a presence flap.
+      stopTimers();
+      live.registry.stopping = true;
+      live.registry.closeAll(LinkCloseReason.SHUTDOWN);
+      await running.stop();
+    },
+    async kill() {
+      stopTimers();
+      live.registry.dead = true;
+      running.host.shutdown(0).catch(() => {});
+      await running.stop();
+    },
+  };
 }

@@ -4,9 +4,27 @@ import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 /** The gRPC path of a method: `/<package.Service>/<Method>`. */
 export const methodPath = (service: DescService, name: string) => `/${service.typeName}/${name}`;
 
+const shared = new WeakMap<object, Buffer | null>();
+
+/**
+ * Marks a message that will be written unchanged to many streams (a fan-out): it is encoded
+ * once and the bytes are reused. The message must not be modified afterwards.
+ */
+export function encodeOnce<T extends object>(message: T): T {
+  if (!shared.has(message)) shared.set(message, null);
+  return message;
+}
+
 function serializer(schema: DescMessage) {
-  // `create` returns an existing message of the schema as is, and builds one from an init shape.
-  return (value: unknown) => Buffer.from(toBinary(schema, create(schema, value as never)));
+  return (value: unknown) => {
+    // `create` returns an existing message of the schema as is, and builds one from an init shape.
+    const message = create(schema, value as never);
+    const cached = shared.get(message);
+    if (cached) return cached;
+    const bytes = Buffer.from(toBinary(schema, message));
+    if (cached === null) shared.set(message, bytes);
+    return bytes;
+  };
 }
 
 function deserializer(schema: DescMessage) {

@@ -29,6 +29,11 @@ export interface CallContext {
   /** Aborted when the caller cancels, the deadline passes, or the server shuts down. */
   readonly signal: AbortSignal;
   readonly deadline: Date | undefined;
+  /**
+   * Aborts `signal` from the handler's side (e.g. to cut a stream whose consumer stopped reading):
+   * a write waiting for the client gives up and the handler is resumed to end the call.
+   */
+  abort(reason?: unknown): void;
   /** The authenticated caller; throws UNAUTHENTICATED when the call carries no valid credential. */
   principal(): Promise<Principal>;
 }
@@ -174,6 +179,7 @@ export class GrpcHost {
       logger: this.#logger.child({ requestId, method }),
       signal: controller.signal,
       deadline: deadlineDate,
+      abort: (reason?: unknown) => controller.abort(reason),
       principal() {
         principal ??= authenticate ? authenticate(call.metadata) : Promise.reject(new UnauthenticatedError());
         return principal;
@@ -204,9 +210,17 @@ export class GrpcHost {
     const fail = (error: unknown) => toCallStatus(error, logger, method);
     switch (kind) {
       case "unary":
-        return (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      case "client_streaming": {
+        const single = kind === "unary";
+        return (
+          call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerReadableStream<unknown, unknown>,
+          callback: grpc.sendUnaryData<unknown>,
+        ) => {
           const { ctx, done } = this.#context(call, method);
-          (impl as (r: unknown, c: CallContext) => Promise<unknown>)(call.request, ctx).then(
+          const request = single
+            ? (call as grpc.ServerUnaryCall<unknown, unknown>).request
+            : requestsOf(call as grpc.ServerReadableStream<unknown, unknown>);
+          (impl as (r: unknown, c: CallContext) => Promise<unknown>)(request, ctx).then(
             (response) => {
               done();
               callback(null, create(output, response as never));
@@ -217,20 +231,7 @@ export class GrpcHost {
             },
           );
         };
-      case "client_streaming":
-        return (call: grpc.ServerReadableStream<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-          const { ctx, done } = this.#context(call, method);
-          (impl as (r: AsyncIterable<unknown>, c: CallContext) => Promise<unknown>)(requestsOf(call), ctx).then(
-            (response) => {
-              done();
-              callback(null, create(output, response as never));
-            },
-            (error: unknown) => {
-              done();
-              callback(fail(error));
-            },
-          );
-        };
+      }
       default: {
         const bidi = kind === "bidi_streaming";
         return (call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>) => {

@@ -1,0 +1,103 @@
+// Client side of the latency benchmark, in its own process so that decoding 100 watchers'
+// streams does not compete with the server for the same event loop. Reads its job from env,
+// prints one JSON line with the latency samples summary.
+import * as grpc from "@grpc/grpc-js";
+import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import {
+  MachineService,
+  type WatchMachinesResponse,
+} from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
+import { attachPrincipal, createClient } from "@unimatrix/service-kit";
+import { TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
+
+const job = JSON.parse(process.env.BENCH_JOB ?? "{}") as {
+  address: string;
+  tenantId: string;
+  watchers: number;
+  tokens: string[];
+  seconds: number;
+  rate: number;
+  /** Only one client process drives the links; the others only watch. */
+  drive: boolean;
+  /** First watcher index of this process (distinct principals across processes). */
+  offset: number;
+};
+const sleep = (n: number) => new Promise((resolve) => setTimeout(resolve, n));
+
+function pct(samples: number[], p: number): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+async function main() {
+  const machines = createClient(MachineService, job.address);
+  const links = createClient(LinkService, job.address);
+  const samples: number[] = [];
+  const watchers: { cancel(): void }[] = [];
+  let ready = 0;
+  for (let i = 0; i < job.watchers; i++) {
+    const metadata = attachPrincipal(
+      new grpc.Metadata(),
+      {
+        kind: "user",
+        subjectId: `00000000-0000-4000-8000-${String(job.offset + i).padStart(12, "0")}`,
+        tenantId: job.tenantId,
+      },
+      TEST_INTERNAL_KEY,
+    );
+    const stream = machines.watchMachines({}, { metadata });
+    watchers.push(stream as unknown as { cancel(): void });
+    stream.on("data", (event: WatchMachinesResponse) => {
+      const c = event.event.case;
+      if (c === "machineReady") ready += 1;
+      else if ((c === "machineLinked" || c === "machineUnlinked") && event.event.value.at) {
+        const at = Number(event.event.value.at.seconds) * 1000 + event.event.value.at.nanos / 1e6;
+        samples.push(Date.now() - at);
+      }
+    });
+    stream.on("error", () => {});
+  }
+  while (ready < job.watchers) await sleep(10);
+  process.stdout.write("READY\n");
+  // Wait for the go signal so every process is watching before the first transition.
+  await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+  const open: (ReturnType<typeof links.link> | null)[] = job.tokens.map(() => null);
+  const interval = 1000 / job.rate;
+  const started = performance.now();
+  const until = started + job.seconds * 1000;
+  let n = 0;
+  while (job.drive && performance.now() < until) {
+    const i = n % job.tokens.length;
+    const current = open[i];
+    if (current) {
+      current.end();
+      open[i] = null;
+    } else {
+      const call = links.link({ metadata: { authorization: `Bearer ${job.tokens[i]}` } });
+      call.call.on("error", () => {});
+      call.call.on("data", () => {});
+      call.send({ event: { case: "hello", value: {} } });
+      open[i] = call;
+    }
+    n += 1;
+    const wait = started + n * interval - performance.now();
+    if (wait > 0) await sleep(wait);
+  }
+  if (!job.drive) await sleep(job.seconds * 1000);
+  for (const call of open) call?.end();
+  await sleep(1500);
+  for (const w of watchers) w.cancel();
+  process.stdout.write(
+    `${JSON.stringify({ p50: pct(samples, 50), p99: pct(samples, 99), count: samples.length, driven: n, samples })}\n`,
+  );
+  machines.close();
+  links.close();
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,321 @@
+// Presence benchmark: snapshot of 10,000 machines, transition→watcher latency with 100 watchers
+// at 200 transitions/s, link churn throughput — each next to raw pg + raw Redis doing the same
+// writes and publishes in the same run. Needs the local Postgres and Redis (see TOOLCHAIN.md).
+import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { join } from "node:path";
+import { toBinary } from "@bufbuild/protobuf";
+import * as grpc from "@grpc/grpc-js";
+import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import {
+  MachineService,
+  type WatchMachinesResponse,
+  WatchMachinesResponseSchema,
+} from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
+import { startPresence } from "@unimatrix/presence";
+import { attachPrincipal, createClient, issueToken, type Principal } from "@unimatrix/service-kit";
+import {
+  TEST_DATABASE_URL,
+  TEST_INTERNAL_KEY,
+  TEST_REDIS_URL,
+  testBusPrefix,
+  testConfig,
+  testSchema,
+} from "@unimatrix/service-kit/testing";
+import { Redis } from "ioredis";
+import pg from "pg";
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const ONLY = process.env.BENCH_ONLY;
+const RATE = Number(process.env.BENCH_RATE ?? 200);
+
+function pct(samples: number[], p: number): number {
+  if (samples.length === 0) return Number.NaN;
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+const ms = (n: number) => `${n.toFixed(2)} ms`;
+const sleep = (n: number) => new Promise((resolve) => setTimeout(resolve, n));
+
+function signed(principal: Principal): grpc.Metadata {
+  return attachPrincipal(new grpc.Metadata(), principal, TEST_INTERNAL_KEY);
+}
+
+/** Bulk-registers `count` machines of a tenant straight in SQL (setup only; half of them linked). */
+async function seedMachines(db: pg.Client, tenantId: string, count: number): Promise<void> {
+  await db.query("INSERT INTO tenant_logs (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING", [tenantId]);
+  const batch = 1000;
+  for (let i = 0; i < count; i += batch) {
+    const ids: string[] = [];
+    const names: string[] = [];
+    const lookups: Buffer[] = [];
+    const verifiers: Buffer[] = [];
+    for (let j = i; j < Math.min(count, i + batch); j++) {
+      const t = issueToken("machine");
+      ids.push(randomUUID());
+      names.push(`machine-${String(j).padStart(5, "0")}`);
+      lookups.push(t.lookupDigest);
+      verifiers.push(t.verifierDigest);
+    }
+    await db.query(
+      `INSERT INTO machines (id, tenant_id, name, lookup_digest, verifier_digest, created_at)
+       SELECT unnest($1::uuid[]), $2, unnest($3::text[]), unnest($4::bytea[]), unnest($5::bytea[]), now()`,
+      [ids, tenantId, names, lookups, verifiers],
+    );
+    await db.query(
+      `INSERT INTO presence (machine_id, tenant_id, linked, changed_at)
+       SELECT id, $2, (row_number() OVER ()) % 2 = 0, now() FROM unnest($1::uuid[]) AS id`,
+      [ids, tenantId],
+    );
+  }
+}
+
+async function main() {
+  const schema = testSchema("bench_presence");
+  const busPrefix = testBusPrefix("bench-presence");
+  const service = await startPresence({
+    config: testConfig({ busPrefix }),
+    port: 0,
+    schema: schema.schema,
+    presence: { linkHeartbeatMs: 15_000, watchHeartbeatMs: 15_000, reconcileMs: 3_600_000 },
+  });
+  const address = `127.0.0.1:${service.port}`;
+  const machines = createClient(MachineService, address);
+  const links = createClient(LinkService, address);
+  const db = new pg.Client({ connectionString: TEST_DATABASE_URL, options: `-c search_path=${schema.schema}` });
+  await db.connect();
+  const out: string[] = [];
+  const line = (s: string) => {
+    out.push(s);
+    process.stdout.write(`${s}\n`);
+  };
+  try {
+    // ---------------------------------------------------------------- snapshot growth
+    line("\n### Snapshot (WatchMachines with no cursor → first message), 15 runs each");
+    line("| machines | snapshot p50 | snapshot p99 | snapshot size | raw pg SELECT p50 |");
+    line("|---|---|---|---|---|");
+    for (const count of ONLY && ONLY !== "snapshot" ? [] : [1_000, 5_000, 10_000]) {
+      const tenantId = randomUUID();
+      await seedMachines(db, tenantId, count);
+      const user: Principal = { kind: "user", subjectId: randomUUID(), tenantId };
+      const times: number[] = [];
+      let size = 0;
+      for (let run = 0; run < 15; run++) {
+        const started = performance.now();
+        const stream = machines.watchMachines({}, { metadata: signed(user) });
+        for await (const event of stream as AsyncIterable<WatchMachinesResponse>) {
+          if (event.event.case === "machineSnapshot") {
+            times.push(performance.now() - started);
+            size = toBinary(WatchMachinesResponseSchema, event).length;
+            if (event.event.value.items.length !== count) throw new Error("snapshot size mismatch");
+            break;
+          }
+        }
+        (stream as unknown as { cancel(): void }).cancel();
+      }
+      const raw: number[] = [];
+      for (let run = 0; run < 15; run++) {
+        const started = performance.now();
+        await db.query(
+          `SELECT m.id, m.name, p.linked, p.changed_at FROM machines m JOIN presence p ON p.machine_id = m.id
+           WHERE m.tenant_id = $1 AND m.revoked_at IS NULL ORDER BY m.name, m.id`,
+          [tenantId],
+        );
+        raw.push(performance.now() - started);
+      }
+      line(
+        `| ${count} | ${ms(pct(times, 50))} | ${ms(pct(times, 99))} | ${(size / 1024).toFixed(0)} KiB | ${ms(pct(raw, 50))} |`,
+      );
+    }
+
+    // ---------------------------------------------------------------- latency
+    const { tenantId, tokens } = await (async () => {
+      const tenantId = randomUUID();
+      const user: Principal = { kind: "user", subjectId: randomUUID(), tenantId };
+      const tokens: string[] = [];
+      for (let i = 0; i < 60; i++) {
+        const r = await machines.registerMachine({ name: `live-${i}` }, { metadata: signed(user) });
+        tokens.push(r.token);
+      }
+      return { tenantId, tokens };
+    })();
+    line(`\n### Transition → watcher latency at 200 transitions/s for ${SECONDS} s (event \`at\` → received)`);
+    line("| watchers | presence p50 | presence p99 | events seen | raw pg tx + Redis publish p50 | raw p99 |");
+    line("|---|---|---|---|---|---|");
+    for (const watcherCount of ONLY && ONLY !== "latency" ? [] : [10, 100]) {
+      const job = { address, tenantId, watchers: watcherCount, tokens, seconds: SECONDS, rate: RATE };
+      const result = await runClients(job, watcherCount >= 50 ? 4 : 1);
+      const raw = await rawLatency(watcherCount, schema.schema);
+      line(
+        `| ${watcherCount} | ${ms(result.p50)} | ${ms(result.p99)} | ${result.count} | ${ms(pct(raw, 50))} | ${ms(pct(raw, 99))} |`,
+      );
+    }
+
+    // ---------------------------------------------------------------- churn
+    line(`\n### Link churn: open+close cycles as fast as possible for ${SECONDS} s`);
+    line("| concurrent daemons | presence transitions/s | raw pg tx + publish transitions/s |");
+    line("|---|---|---|");
+    for (const width of ONLY && ONLY !== "churn" ? [] : [1, 16]) {
+      let transitions = 0;
+      const until = performance.now() + SECONDS * 1000;
+      const started = performance.now();
+      await Promise.all(
+        tokens.slice(0, width).map(async (token) => {
+          while (performance.now() < until) {
+            const call = links.link({ metadata: { authorization: `Bearer ${token}` } });
+            call.send({ event: { case: "hello", value: {} } });
+            const iterator = call[Symbol.asyncIterator]();
+            await iterator.next(); // linked
+            call.end();
+            for (;;) {
+              const next = await iterator.next().catch(() => ({ done: true }));
+              if (next.done) break;
+            }
+            transitions += 2;
+          }
+        }),
+      );
+      const rate = transitions / ((performance.now() - started) / 1000);
+      const raw = await rawChurn(width, schema.schema);
+      line(`| ${width} | ${rate.toFixed(0)} | ${raw.toFixed(0)} |`);
+    }
+  } finally {
+    machines.close();
+    links.close();
+    await db.end();
+    await service.stop();
+    await schema.drop();
+  }
+}
+
+/**
+ * Runs the watchers in `processes` child processes (same tsx loader) and the link driver in the
+ * first: decoding 100 streams is client work and must not starve one client process or the
+ * server. Returns the merged latency summary.
+ */
+async function runClients(
+  job: { watchers: number } & Record<string, unknown>,
+  processes: number,
+): Promise<{ p50: number; p99: number; count: number }> {
+  const children = Array.from({ length: processes }, (_, k) => {
+    const share = Math.floor(job.watchers / processes) + (k < job.watchers % processes ? 1 : 0);
+    const offset = k * Math.ceil(job.watchers / processes);
+    const child = spawn(process.execPath, [...process.execArgv, join(__dirname, "clients.ts")], {
+      env: { ...process.env, BENCH_JOB: JSON.stringify({ ...job, watchers: share, offset, drive: k === 0 }) },
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    const ready = new Promise<void>((resolve) => {
+      const check = () => (out.includes("READY") ? resolve() : setTimeout(check, 10));
+      check();
+    });
+    const done = new Promise<number[]>((resolve, reject) =>
+      child.on("exit", (code) =>
+        code === 0
+          ? resolve(JSON.parse(out.trim().split("\n").at(-1) ?? "{}").samples)
+          : reject(new Error(`exit ${code}`)),
+      ),
+    );
+    return { child, ready, done };
+  });
+  await Promise.all(children.map((c) => c.ready));
+  for (const c of children) c.child.stdin?.write("go\n");
+  const samples = (await Promise.all(children.map((c) => c.done))).flat();
+  return { p50: pct(samples, 50), p99: pct(samples, 99), count: samples.length };
+}
+
+/** Raw baseline: per transition one pg transaction (row lock, insert event, update row) + one Redis publish. */
+async function rawLatency(watcherCount: number, schema: string): Promise<number[]> {
+  const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 4, options: `-c search_path=${schema}` });
+  await pool.query("CREATE TABLE IF NOT EXISTS raw_state (id int PRIMARY KEY, linked boolean NOT NULL)");
+  await pool.query(
+    "CREATE TABLE IF NOT EXISTS raw_events (seq bigserial PRIMARY KEY, id int, linked boolean, at timestamptz)",
+  );
+  await pool.query("INSERT INTO raw_state SELECT g, false FROM generate_series(0, 59) g ON CONFLICT DO NOTHING");
+  const publisher = new Redis(TEST_REDIS_URL);
+  const subscribers: Redis[] = [];
+  const samples: number[] = [];
+  const channel = `bench-raw-${randomUUID()}`;
+  for (let i = 0; i < watcherCount; i++) {
+    const sub = new Redis(TEST_REDIS_URL);
+    await sub.subscribe(channel);
+    sub.on("message", (_c: string, message: string) => samples.push(Date.now() - Number(message)));
+    subscribers.push(sub);
+  }
+  const until = performance.now() + SECONDS * 1000;
+  const started = performance.now();
+  let n = 0;
+  const pending: Promise<void>[] = [];
+  while (performance.now() < until) {
+    const id = n % 60;
+    pending.push(
+      (async () => {
+        const at = Date.now();
+        const client = await pool.connect();
+        try {
+          await client.query("BEGIN");
+          const row = await client.query("SELECT linked FROM raw_state WHERE id = $1 FOR UPDATE", [id]);
+          const linked = !row.rows[0].linked;
+          await client.query("INSERT INTO raw_events (id, linked, at) VALUES ($1, $2, now())", [id, linked]);
+          await client.query("UPDATE raw_state SET linked = $2 WHERE id = $1", [id, linked]);
+          await client.query("COMMIT");
+        } finally {
+          client.release();
+        }
+        await publisher.publish(channel, String(at));
+      })(),
+    );
+    n += 1;
+    const wait = started + n * 5 - performance.now();
+    if (wait > 0) await sleep(wait);
+  }
+  await Promise.all(pending);
+  await sleep(300);
+  for (const sub of subscribers) sub.disconnect();
+  publisher.disconnect();
+  await pool.end();
+  return samples;
+}
+
+/** Raw baseline of churn: `width` workers doing the same transaction + publish back to back. */
+async function rawChurn(width: number, schema: string): Promise<number> {
+  const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: width, options: `-c search_path=${schema}` });
+  const publisher = new Redis(TEST_REDIS_URL);
+  let transitions = 0;
+  const until = performance.now() + SECONDS * 1000;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: width }, async (_, id) => {
+      while (performance.now() < until) {
+        const client = await pool.connect();
+        try {
+          await client.query("BEGIN");
+          const row = await client.query("SELECT linked FROM raw_state WHERE id = $1 FOR UPDATE", [id]);
+          const linked = !row.rows[0].linked;
+          await client.query("INSERT INTO raw_events (id, linked, at) VALUES ($1, $2, now())", [id, linked]);
+          await client.query("UPDATE raw_state SET linked = $2 WHERE id = $1", [id, linked]);
+          await client.query("COMMIT");
+        } finally {
+          client.release();
+        }
+        await publisher.publish("bench-raw-churn", String(Date.now()));
+        transitions += 1;
+      }
+    }),
+  );
+  const rate = transitions / ((performance.now() - started) / 1000);
+  publisher.disconnect();
+  await pool.end();
+  return rate;
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

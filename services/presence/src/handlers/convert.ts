@@ -1,0 +1,80 @@
+import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  WatchMachinesResponseSchema as ResponseSchema,
+  type WatchMachinesResponseSchema,
+} from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
+import type { MachineSchema } from "@unimatrix/contracts/unimatrix/presence/v1/types_pb";
+import { encodeOnce } from "@unimatrix/service-kit";
+import type { SnapshotItem } from "../store/log";
+import type { MachineRecord, PresenceEvent } from "../store/rows";
+
+/** A watch event as handlers yield it. */
+export type WatchEvent = MessageInitShape<typeof WatchMachinesResponseSchema>;
+
+/** The wire form of a machine. */
+export function machineMessage(machine: MachineRecord): MessageInitShape<typeof MachineSchema> {
+  return {
+    id: machine.id,
+    tenantId: machine.tenantId,
+    name: machine.name,
+    linked: machine.linked,
+    presenceChangedAt: machine.changedAt ? timestampFromDate(machine.changedAt) : undefined,
+    createdAt: timestampFromDate(machine.createdAt),
+    revokedAt: machine.revokedAt ? timestampFromDate(machine.revokedAt) : undefined,
+  };
+}
+
+const messages = new WeakMap<PresenceEvent, WatchEvent>();
+
+/**
+ * The watch event of a transition, built once per event object and encoded once for every
+ * watcher it is written to (the feed hands the same event object to all its watchers).
+ */
+export function transitionEvent(event: PresenceEvent): WatchEvent {
+  let message = messages.get(event);
+  if (!message) {
+    message = encodeOnce(create(ResponseSchema, transitionInit(event)));
+    messages.set(event, message);
+  }
+  return message;
+}
+
+function transitionInit(event: PresenceEvent): WatchEvent {
+  const value = {
+    cursor: event.seq.toString(),
+    machineId: event.machineId,
+    name: event.name,
+    at: timestampFromDate(event.at),
+  };
+  return {
+    event: event.linked ? { case: "machineLinked", value } : { case: "machineUnlinked", value },
+  };
+}
+
+/**
+ * The snapshot event, built as a message (not an init shape) so the transport does not copy its
+ * items a second time.
+ */
+export function snapshotEvent(cursor: bigint, reset: boolean, items: readonly SnapshotItem[]): WatchEvent {
+  return create(ResponseSchema, {
+    event: {
+      case: "machineSnapshot",
+      value: {
+        cursor: cursor.toString(),
+        reset,
+        items: items.map((item) => ({
+          machineId: item.machineId,
+          name: item.name,
+          linked: item.linked,
+          changedAt: item.changedAt ? timestampFromDate(item.changedAt) : undefined,
+        })),
+      },
+    },
+  });
+}
+
+/** Encoded size of a transition's watch event: what a watcher has to take off the wire. */
+export function transitionSize(event: PresenceEvent): number {
+  return toBinary(ResponseSchema, create(ResponseSchema, transitionInit(event))).length;
+}

@@ -1,0 +1,42 @@
+/** A machine with its presence, as the store returns it. */
+export interface MachineRecord {
+  readonly id: string;
+  readonly tenantId: string;
+  readonly name: string;
+  readonly linked: boolean;
+  readonly changedAt: Date | null;
+  readonly createdAt: Date;
+  readonly revokedAt: Date | null;
+}
+
+/** One committed presence transition. */
+export interface PresenceEvent {
+  readonly seq: bigint;
+  readonly tenantId: string;
+  readonly machineId: string;
+  readonly name: string;
+  readonly linked: boolean;
+  readonly at: Date;
+}
+
+/** Raw row of `presence_events`. */
+export interface EventRow {
+  seq: bigint | string;
+  tenant_id: string;
+  machine_id: string;
+  name: string;
+  linked: boolean;
+  at: Date;
+}
+
+/** Maps a raw event row. */
+export function eventOf(row: EventRow): PresenceEvent {
+  return {
+    seq: BigInt(row.seq),
+    tenantId: row.tenant_id,
+    machineId: row.machine_id,
+    name: row.name,
+    linked: row.linked,
+    at: row.at,
+  };
+}
