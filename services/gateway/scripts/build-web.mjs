@@ -1,5 +1,6 @@
-// Builds the web console (web/) into dist-web/: one bundled, minified ES module and one
-// stylesheet, both named by content hash under assets/, and index.html pointing at them.
+// Builds the web console (web/) into dist/console/: one bundled, minified ES module and one
+// stylesheet, both named by content hash under assets/, and index.html pointing at them. It lives
+// inside dist/ so that whatever ships the gateway's dist/ (the runtime image) ships the console.
 // Usage: node scripts/build-web.mjs  (from any directory)
 import { createHash } from "node:crypto";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
@@ -9,7 +10,7 @@ import { build } from "esbuild";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const web = join(root, "web");
-const out = join(root, "dist-web");
+const out = join(root, "dist", "console");
 const hash = (text) => createHash("sha256").update(text).digest("hex").slice(0, 12);
 
 const bundle = await build({
@@ -35,4 +36,4 @@ await Promise.all([
   writeFile(join(out, "assets", cssName), css),
   writeFile(join(out, "index.html"), html),
 ]);
-console.log(`web console built: dist-web/index.html, assets/${jsName} (${js.length} B), assets/${cssName}`);
+console.log(`web console built: dist/console/index.html, assets/${jsName} (${js.length} B), assets/${cssName}`);
