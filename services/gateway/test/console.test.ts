@@ -132,6 +132,8 @@ describe("gateway: web console", () => {
     await page.getByLabel("Access token").fill(consoleClient.token);
     await shot("01-sign-in");
     await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("link", { name: "acme cube" }).waitFor();
+    await shot("01b-cubes");
     await page.getByRole("link", { name: "acme cube" }).click();
     await page.getByRole("heading", { name: "acme cube" }).waitFor();
     expect(await page.evaluate(() => sessionStorage.getItem("umx.token"))).toBe(consoleClient.token);
