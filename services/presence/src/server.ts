@@ -135,7 +135,6 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
       host.addService(LinkService, {
         link: linkHandler({
           registry,
-          machines,
           clock,
           heartbeatMs: settings.linkHeartbeatMs,
           helloTimeoutMs: settings.linkHelloTimeoutMs,
