@@ -1,5 +1,10 @@
-import { envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit";
-import { z } from "zod";
+import { commonEnv, envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit";
+
+// The kit's schemas, so this package needs no direct zod dependency.
+/** A positive whole number (same rule as milliseconds). */
+const positiveInt = millisSchema;
+/** A non-empty string, optional. */
+const optionalText = commonEnv.bindHost.schema.optional();
 
 /** Variables only the presence service reads. */
 export const presenceEnv = registerEnv({
@@ -43,19 +48,19 @@ export const presenceEnv = registerEnv({
   watchMaxStreams: envVar(
     "PRESENCE_WATCH_MAX_STREAMS",
     "Open WatchMachines streams allowed per credential (per replica).",
-    z.coerce.number().int().positive(),
+    positiveInt,
     "10",
   ),
   watchMaxLagBytes: envVar(
     "PRESENCE_WATCH_MAX_LAG_BYTES",
     "A watcher this many bytes of events behind is closed with RESOURCE_EXHAUSTED.",
-    z.coerce.number().int().positive(),
+    positiveInt,
     String(1024 * 1024),
   ),
   cubeAddress: envVar(
     "PRESENCE_CUBE_ADDRESS",
     "host:port of the cube service, whose Authenticate resolves user and client bearer tokens. Unset: only machine tokens, the operator token and signed principals are accepted.",
-    z.string().min(1).optional(),
+    optionalText,
   ),
 });
 

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { status } from "@grpc/grpc-js";
 import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { LinkCloseReason, LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
@@ -26,6 +25,9 @@ import { migrationsDir } from "./paths";
 import { LogStore } from "./store/log";
 import { MachineStore } from "./store/machines";
 import { TransitionStore } from "./store/transitions";
+
+/** gRPC status code UNAUTHENTICATED (16). */
+const GRPC_UNAUTHENTICATED = 16;
 
 /** How to start the presence service: config, port and optional shared bus, logger, clock and schema. */
 export type PresenceServiceOptions = Omit<GrpcServiceOptions, "name" | "migrationsDir" | "wire" | "authenticate"> & {
@@ -69,7 +71,7 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
           const response = await cube.authenticate({ token: raw }, { deadline: 5_000 });
           return response.principal ? foreignPrincipal(response.principal) : null;
         } catch (error) {
-          if (isServiceError(error) && error.code === status.UNAUTHENTICATED) return null;
+          if (isServiceError(error) && error.code === GRPC_UNAUTHENTICATED) return null;
           throw error;
         }
       }
@@ -135,7 +137,6 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
       host.addService(LinkService, {
         link: linkHandler({
           registry,
-          machines,
           clock,
           heartbeatMs: settings.linkHeartbeatMs,
           helloTimeoutMs: settings.linkHelloTimeoutMs,

@@ -83,6 +83,21 @@ describe("two replicas", () => {
     expect((await a.reconcile()).expired).toBe(0);
   });
 
+  test("a live replica's renewed leases keep its machines linked when the clock passes the old expiry", async () => {
+    const { tokens, transitions } = await tenantWithWatcherOn(b, ["steady"]);
+    const link = await openLink(world.links(a), tokens.get("steady") ?? "");
+    await eventually(() => transitions().length === 1, "linked");
+    world.clock.advance(FAST.leaseMs - 1_000);
+    await a.renewLeases();
+    world.clock.advance(2_000);
+    expect((await b.reconcile()).expired).toBe(0);
+    expect(link.responses.done).toBe(false);
+    expect(bare(transitions())).toEqual(["+steady"]);
+    link.call.end();
+    await link.responses.finished;
+    await eventually(() => transitions().length === 2, "unlinked");
+  });
+
   test("a replica that stops gracefully closes links SHUTDOWN; a reconnect elsewhere keeps the machine linked", async () => {
     const leaving = await world.start();
     const { tokens, transitions } = await tenantWithWatcherOn(b, ["mover"]);

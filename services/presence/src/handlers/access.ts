@@ -1,11 +1,13 @@
-import type { Metadata } from "@grpc/grpc-js";
 import {
   bearerToken,
+  type CallContext,
   InvalidArgumentError,
   PermissionDeniedError,
   type Principal,
   parseToken,
 } from "@unimatrix/service-kit";
+
+type Metadata = CallContext["metadata"];
 
 /** A principal that acts inside a tenant. */
 export interface TenantPrincipal {

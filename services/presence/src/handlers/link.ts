@@ -9,12 +9,10 @@ import {
 import { type CallContext, type Clock, InvalidArgumentError, PermissionDeniedError } from "@unimatrix/service-kit";
 import type { LinkHandle, LinkRegistry } from "../live/links";
 import { Mailbox } from "../live/mailbox";
-import type { MachineStore } from "../store/machines";
 
 /** What the Link handler needs. */
 export interface LinkDeps {
   readonly registry: LinkRegistry;
-  readonly machines: MachineStore;
   readonly clock: Clock;
   readonly heartbeatMs: number;
   readonly helloTimeoutMs: number;

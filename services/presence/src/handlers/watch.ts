@@ -71,7 +71,7 @@ export function watchMachinesHandler(deps: WatchDeps) {
     let feed: TenantFeed | undefined;
     let timer: NodeJS.Timeout | undefined;
     const onAbort = () => mailbox.push("abort");
-    const state = { cursor: 0n, live: false, cut: false };
+    const state = { cursor: 0n, live: false, cut: false, wakeQueued: false };
     const watcher = {
       get cursor() {
         return state.cursor;
@@ -79,7 +79,12 @@ export function watchMachinesHandler(deps: WatchDeps) {
       get live() {
         return state.live;
       },
-      wake: () => mailbox.push("wake"),
+      // One queued wake is enough: the drain it causes reads everything there is.
+      wake: () => {
+        if (state.wakeQueued) return;
+        state.wakeQueued = true;
+        mailbox.push("wake");
+      },
       cut: () => {
         if (state.cut) return;
         state.cut = true;
@@ -139,6 +144,7 @@ export function watchMachinesHandler(deps: WatchDeps) {
       for (;;) {
         if (state.cut) throw tooSlow();
         const wake = await mailbox.take();
+        if (wake === "wake") state.wakeQueued = false;
         if (state.cut || wake === "cut") throw tooSlow();
         if (wake === "abort") return;
         let recheck = false;

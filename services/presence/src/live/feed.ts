@@ -79,11 +79,13 @@ export class TenantFeed {
       this.#again = false;
       for (;;) {
         const page = await this.options.logs.page(this.options.tenantId, this.cursor, PAGE);
+        const changed =
+          page.events.length > 0 || page.revocations !== this.state.revocations || page.floor !== this.state.floor;
         this.state = { head: page.head, floor: page.floor, revocations: page.revocations };
         for (const event of page.events) this.#append(event);
         // Wake watchers page by page: under a steady stream of doorbells this loop may not
-        // end for a while, and nobody should wait for it to.
-        this.#notify();
+        // end for a while, and nobody should wait for it to. Nothing new: nobody is woken.
+        if (changed) this.#notify();
         if (page.events.length < PAGE) break;
       }
     } while (this.#again);
