@@ -176,6 +176,8 @@ describe("gateway: web console", () => {
       // The agent acks the console's post: the seat's stream carries the notification.
       await agent.tool("log_ack", { entry_id: mine.id });
       await page.locator(`li[data-entry-id="${mine.id}"]`).getByText("✓ 1 ack").waitFor();
+      const notices = page.getByRole("list", { name: "Notifications" });
+      await notices.getByText("[ACK] ship it to staging, please").waitFor();
       await page.locator(`tr[data-drone-id]`).nth(1).waitFor();
       expect(await page.locator("[role=log] li").count()).toBe(2);
       await shot("02-cube-live");

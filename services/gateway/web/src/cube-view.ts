@@ -42,6 +42,14 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
   const rolesBox = h("section", { class: "card", "aria-labelledby": "roles-title" });
   const dronesBox = h("section", { class: "card", "aria-labelledby": "drones-title" });
   const decisionsBox = h("section", { class: "card", "aria-labelledby": "decisions-title" });
+  const notices: Notification[] = [];
+  const noticesList = h("ul", { class: "plain notices", "aria-label": "Notifications" });
+  const noticesBox = h(
+    "section",
+    { class: "card", "aria-labelledby": "notices-title", hidden: true },
+    h("h3", { id: "notices-title" }, "Notifications"),
+    noticesList,
+  );
   const log = h("ol", { class: "log", role: "log", "aria-live": "polite", "aria-label": "Activity", id: "activity" });
   const composer = buildComposer();
   const element = h(
@@ -59,7 +67,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
         log,
         composer.form,
       ),
-      h("aside", { class: "side" }, seatBox, dronesBox, rolesBox, decisionsBox),
+      h("aside", { class: "side" }, seatBox, noticesBox, dronesBox, rolesBox, decisionsBox),
     ),
   );
 
@@ -168,7 +176,27 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
         upsert({ ...entry, claim: {} });
       }
     }
+    listNotification(notification);
     if (notification.text) context.announce(notification.text);
+  }
+
+  /** The seat's notifications, newest first (the last 20). */
+  function listNotification(notification: Notification) {
+    if (notices.some((n) => n.id === notification.id)) return;
+    notices.unshift(notification);
+    notices.length = Math.min(notices.length, 20);
+    noticesBox.hidden = false;
+    replace(
+      noticesList,
+      notices.map((n) =>
+        h(
+          "li",
+          { "data-notification-id": n.id },
+          h("span", { class: "notice-text" }, n.text ?? ""),
+          h("div", { class: "muted" }, n.actorRoleName ?? "", n.actorRoleName ? " · " : "", time(n.createdAt)),
+        ),
+      ),
+    );
   }
 
   async function act(method: "AckEntry" | "ClaimEntry" | "ReleaseClaim", entry: Entry) {
@@ -397,7 +425,11 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
         nextCursor?: string;
         hasMore?: boolean;
       }>(`${CUBE}.ActivityService/ReadActivity`, { cubeId, cursor, pageSize: 500 }, actor());
-      for (const item of answer.items ?? []) if (item.entry) upsert(item.entry);
+      for (const item of answer.items ?? []) {
+        // Entries come with their current acks and claim; past notifications are only listed.
+        if (item.entry) upsert(item.entry);
+        else if (item.notification) listNotification(item.notification);
+      }
       cursor = answer.nextCursor ?? cursor;
       if (!answer.hasMore) break;
     }
@@ -436,6 +468,9 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     stream?.close();
     log.replaceChildren();
     entries.clear();
+    notices.length = 0;
+    noticesBox.hidden = true;
+    noticesList.replaceChildren();
     void backfill().then(
       (cursor) => !disposed && startStream(cursor || after),
       (e) => {
