@@ -365,6 +365,13 @@ describe("gateway: web console", () => {
     const posted = page.locator("[role=log] li", { hasText: "a word from the admin" });
     await posted.waitFor();
     expect(await page.getByText("a word from the admin").count()).toBe(1);
+    await page.getByText("Record a decision").click();
+    await page.getByLabel("Decision", { exact: true }).fill("Deploy on Thursdays");
+    await page.getByLabel("Rationale", { exact: true }).fill("the team is all in");
+    await page.getByRole("button", { name: "Record", exact: true }).click();
+    const decisions = page.getByRole("region", { name: "Decisions" });
+    await decisions.getByText("Deploy on Thursdays").waitFor();
+    expect(await decisions.getByText("the team is all in").count()).toBe(1);
     await shot("08-user-view");
   });
 });

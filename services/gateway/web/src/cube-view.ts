@@ -2,7 +2,6 @@ import {
   ApiError,
   CUBE,
   type Cube,
-  type Decision,
   type Drone,
   type Entry,
   type Notification,
@@ -14,7 +13,7 @@ import {
 } from "./api";
 import { enumLabel, h, replace, time } from "./dom";
 import { type EventStream, openEventStream, type StreamState } from "./events";
-import { dronesPanel, entryItem, rolesPanel } from "./panels";
+import { decisionsCard, dronesPanel, entryItem, rolesPanel } from "./panels";
 
 const MAX_ENTRIES = 1000;
 
@@ -249,71 +248,18 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
   }
 
   async function renderDecisions() {
-    try {
-      const { decisions = [] } = await rpc<{ decisions?: Decision[] }>(
-        `${CUBE}.ActivityService/ListDecisions`,
-        { cubeId, pageSize: 20 },
-        signedIn,
-      );
-      replace(
-        decisionsBox,
-        h("h3", { id: "decisions-title" }, "Decisions"),
-        canWrite() ? decisionForm() : null,
-        decisions.length === 0
-          ? h("p", { class: "muted" }, "No decisions recorded.")
-          : h(
-              "ul",
-              { class: "plain" },
-              decisions.map((d) =>
-                h(
-                  "li",
-                  {},
-                  h("strong", {}, d.title ?? ""),
-                  h("div", { class: "muted" }, d.author?.label ?? "", " · ", time(d.createdAt)),
-                  d.rationale ? h("p", { class: "rationale" }, d.rationale) : null,
-                ),
-              ),
-            ),
-      );
-    } catch (e) {
-      replace(decisionsBox, h("h3", { id: "decisions-title" }, "Decisions"), h("p", { class: "muted" }, String(e)));
-    }
-  }
-
-  function decisionForm(): HTMLElement {
-    const title = h("input", { id: "decision-title", name: "title", required: true, maxlength: 500 });
-    const rationale = h("textarea", { id: "decision-rationale", name: "rationale", rows: 2 });
-    return h(
-      "details",
-      { class: "decide" },
-      h("summary", {}, "Record a decision"),
-      h(
-        "form",
-        {
-          class: "stack-form",
-          onsubmit: async (event: Event) => {
-            event.preventDefault();
-            try {
-              await rpc(
-                `${CUBE}.ActivityService/RecordDecision`,
-                { cubeId, title: title.value, rationale: rationale.value },
-                actor(),
-              );
-              clearError();
-              context.announce("Decision recorded");
-              await renderDecisions();
-            } catch (e) {
-              showError(e);
-            }
-          },
-        },
-        h("label", { for: "decision-title" }, "Decision"),
-        title,
-        h("label", { for: "decision-rationale" }, "Rationale"),
-        rationale,
-        h("button", { type: "submit" }, "Record"),
-      ),
-    );
+    await decisionsCard(decisionsBox, {
+      cubeId,
+      readToken: signedIn,
+      writeToken: actor(),
+      canWrite: canWrite(),
+      onRecorded: () => {
+        clearError();
+        context.announce("Decision recorded");
+        void renderDecisions();
+      },
+      onError: showError,
+    });
   }
 
   function renderSeat() {

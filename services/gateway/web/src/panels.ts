@@ -1,5 +1,5 @@
-import type { Drone, Entry, Role } from "./api";
-import { enumLabel, h, time } from "./dom";
+import { CUBE, type Decision, type Drone, type Entry, type Role, rpc } from "./api";
+import { enumLabel, h, replace, time } from "./dom";
 
 /** How long a live drone may stay quiet before the console marks it silent. */
 export const QUIET_MS = 10 * 60_000;
@@ -160,6 +160,84 @@ export function entryItem(entry: Entry, options: EntryOptions): HTMLLIElement {
           )
         : null,
       actions,
+    ),
+  );
+}
+
+/** What the decisions card needs. */
+export interface DecisionsOptions {
+  readonly cubeId: string;
+  readonly readToken: string;
+  readonly writeToken: string;
+  readonly canWrite: boolean;
+  readonly onRecorded: () => void;
+  readonly onError: (error: unknown) => void;
+}
+
+/** Fills the decisions card: a form to record one (with WRITE) and the newest 20. */
+export async function decisionsCard(box: HTMLElement, options: DecisionsOptions): Promise<void> {
+  const heading = h("h3", { id: "decisions-title" }, "Decisions");
+  try {
+    const { decisions = [] } = await rpc<{ decisions?: Decision[] }>(
+      `${CUBE}.ActivityService/ListDecisions`,
+      { cubeId: options.cubeId, pageSize: 20 },
+      options.readToken,
+    );
+    replace(
+      box,
+      heading,
+      options.canWrite ? decisionForm(options) : null,
+      decisions.length === 0
+        ? h("p", { class: "muted" }, "No decisions recorded.")
+        : h(
+            "ul",
+            { class: "plain" },
+            decisions.map((d) =>
+              h(
+                "li",
+                {},
+                h("strong", {}, d.title ?? ""),
+                h("div", { class: "muted" }, d.author?.label ?? "", " · ", time(d.createdAt)),
+                d.rationale ? h("p", { class: "rationale" }, d.rationale) : null,
+              ),
+            ),
+          ),
+    );
+  } catch (e) {
+    replace(box, heading, h("p", { class: "muted" }, (e as Error).message ?? String(e)));
+  }
+}
+
+function decisionForm(options: DecisionsOptions): HTMLElement {
+  const title = h("input", { id: "decision-title", name: "title", required: true, maxlength: 500 });
+  const rationale = h("textarea", { id: "decision-rationale", name: "rationale", rows: 2 });
+  return h(
+    "details",
+    { class: "decide" },
+    h("summary", {}, "Record a decision"),
+    h(
+      "form",
+      {
+        class: "stack-form",
+        onsubmit: async (event: Event) => {
+          event.preventDefault();
+          try {
+            await rpc(
+              `${CUBE}.ActivityService/RecordDecision`,
+              { cubeId: options.cubeId, title: title.value, rationale: rationale.value },
+              options.writeToken,
+            );
+            options.onRecorded();
+          } catch (e) {
+            options.onError(e);
+          }
+        },
+      },
+      h("label", { for: "decision-title" }, "Decision"),
+      title,
+      h("label", { for: "decision-rationale" }, "Rationale"),
+      rationale,
+      h("button", { type: "submit" }, "Record"),
     ),
   );
 }
