@@ -97,6 +97,16 @@ describe("migrations match the Prisma models", () => {
     }
   });
 
+  it("has an index for every @@index of the Prisma models", async () => {
+    const text = readFileSync(join(__dirname, "..", "prisma", "schema.prisma"), "utf8");
+    const declared = [...text.matchAll(/@@index\(\[([^\]]+)\]\)/g)].length;
+    const indexes = await h.sql.query<{ indexname: string }>(
+      "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname LIKE '%\\_idx'",
+    );
+    expect(indexes.map((i) => i.indexname)).toContain("audit_events_tenant_id_at_idx");
+    expect(indexes.length).toBeGreaterThanOrEqual(declared);
+  });
+
   it("keeps audit_events append-only", async () => {
     await expect(h.sql.query("UPDATE audit_events SET actor_id = 'x'")).resolves.toEqual([]);
     await h.sql.query(
