@@ -175,12 +175,19 @@ export class RedisBus implements Bus {
 
   async subscribe(channel: string, listener: Listener): Promise<BusSubscription> {
     if (this.#listeners.add(channel, listener)) {
-      await this.#subscriber.subscribe(this.#prefix + channel);
+      try {
+        await this.#subscriber.subscribe(this.#prefix + channel);
+      } catch (error) {
+        // Leave no listener behind that would stop the next subscriber from subscribing.
+        this.#listeners.remove(channel, listener);
+        throw error;
+      }
     }
     return {
       unsubscribe: async () => {
-        if (this.#listeners.remove(channel, listener) && this.#subscriber.status === "ready") {
-          await this.#subscriber.unsubscribe(this.#prefix + channel);
+        if (this.#listeners.remove(channel, listener)) {
+          // Queued while disconnected, so a reconnect does not re-subscribe a channel nobody wants.
+          await this.#subscriber.unsubscribe(this.#prefix + channel).catch(() => {});
         }
       },
     };

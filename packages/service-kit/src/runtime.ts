@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { Logger } from "pino";
 import { type Bus, openBus } from "./bus";
 import { type Clock, systemClock } from "./clock";
@@ -13,6 +13,18 @@ import { applyMigrations, readMigrations } from "./migrations";
 /** The settings every service shares, as read by `readConfig(commonEnv)`. */
 export type CommonConfig = ConfigOf<typeof commonEnv>;
 
+/** Writes `value` to `file` unless it exists; returns what the file holds (another process may have won). */
+function createOnce(file: string, value: string): string {
+  mkdirSync(dirname(file), { recursive: true });
+  try {
+    writeFileSync(file, value, { mode: 0o600, flag: "wx" });
+    return value;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    return readFileSync(file, "utf8").trim();
+  }
+}
+
 /**
  * The internal HMAC key: from config; or, on the embedded default only, one made once and kept
  * under the data directory so separately started local services agree on it.
@@ -22,10 +34,7 @@ export function resolveInternalKey(config: Pick<CommonConfig, "internalKey" | "d
   if (config.databaseUrl) throw new ConfigError("UMX_INTERNAL_KEY", "is required when DATABASE_URL is set (unset)");
   const file = join(config.dataDir, "internal-key");
   if (existsSync(file)) return readFileSync(file, "utf8").trim();
-  mkdirSync(config.dataDir, { recursive: true });
-  const key = randomBytes(32).toString("base64url");
-  writeFileSync(file, key, { mode: 0o600, flag: "wx" });
-  return key;
+  return createOnce(file, randomBytes(32).toString("base64url"));
 }
 
 /**
@@ -39,10 +48,7 @@ export function resolveOperatorToken(
   if (config.operatorToken || config.databaseUrl) return config.operatorToken;
   const file = join(config.dataDir, "operator-token");
   if (existsSync(file)) return readFileSync(file, "utf8").trim();
-  mkdirSync(config.dataDir, { recursive: true });
-  const token = `umx_operator_${randomBytes(24).toString("base64url").replaceAll("_", "-")}`;
-  writeFileSync(file, token, { mode: 0o600, flag: "wx" });
-  return token;
+  return createOnce(file, `umx_operator_${randomBytes(24).toString("base64url").replaceAll("_", "-")}`);
 }
 
 /** What a service's wiring receives to build its handlers. */
@@ -120,7 +126,14 @@ export async function startGrpcService(options: GrpcServiceOptions): Promise<Run
     const base = { database, bus, logger, clock, internalKey, operatorToken: config.operatorToken };
     const host = new GrpcHost({ logger, authenticate: options.authenticate?.(base) });
     const wiring = await options.wire({ ...base, host });
-    const port = await host.listen(config.bindHost, options.port);
+    let port: number;
+    try {
+      port = await host.listen(config.bindHost, options.port);
+    } catch (error) {
+      await host.shutdown(0);
+      await wiring.close?.();
+      throw error;
+    }
     logger.info({ port, store: database.kind, bus: config.redisUrl ? "redis" : "in-process" }, `${name} listening`);
     let stopping: Promise<void> | undefined;
     const openBusRef = bus;

@@ -215,6 +215,39 @@ describe("gRPC host", () => {
   });
 });
 
+describe("gRPC host without an implementation", () => {
+  it("answers UNIMPLEMENTED for unary and streaming methods alike", async () => {
+    const host = new GrpcHost({ logger: silentLogger() });
+    host.addService(EchoService, {});
+    const port = await host.listen("127.0.0.1", 0);
+    const client = createClient(EchoService, `127.0.0.1:${port}`) as unknown as Record<
+      string,
+      (...a: unknown[]) => never
+    > & {
+      close(): void;
+    };
+    try {
+      await expect(client.say!(create(StringValueSchema, { value: "x" }))).rejects.toMatchObject({
+        code: grpc.status.UNIMPLEMENTED,
+      });
+      const stream = client.count!(create(Int32ValueSchema, { value: 1 })) as AsyncIterable<Num>;
+      await expect(
+        (async () => {
+          for await (const _ of stream) {
+            // nothing arrives
+          }
+        })(),
+      ).rejects.toMatchObject({
+        code: grpc.status.UNIMPLEMENTED,
+        details: "/testing.echo.v1.EchoService/Count is not implemented",
+      });
+    } finally {
+      client.close();
+      await host.shutdown(1_000);
+    }
+  });
+});
+
 describe("gRPC host shutdown", () => {
   it("reports NOT_SERVING, ends open streams through their signal and stops within the grace", async () => {
     const host = new GrpcHost({ logger: silentLogger() });

@@ -39,24 +39,50 @@ export interface EdgeCaller {
  * kind, caching the answer for at most `cacheMs` so a revoked token stops working within it.
  */
 export class EdgeAuthenticator {
-  readonly #cache = new Map<string, { principal: Principal; until: number }>();
+  /** Resolved tokens, and refused ones (principal null), each until the cache period ends. */
+  readonly #cache = new Map<string, { principal: Principal | null; until: number }>();
+  readonly #pending = new Map<string, Promise<Principal>>();
   readonly #options: EdgeAuthOptions;
 
   constructor(options: EdgeAuthOptions) {
     this.#options = { ...options, cacheMs: Math.min(options.cacheMs, 5_000) };
   }
 
-  /** The caller of a request; UNAUTHENTICATED for a missing, malformed, unknown or revoked token. */
-  async authenticate(authorization: string | null | undefined): Promise<EdgeCaller> {
+  /**
+   * The caller of a request; UNAUTHENTICATED for a missing, malformed, unknown or revoked token.
+   * A token not in the cache costs its owner service a lookup: `onMiss` (the per-address limit)
+   * is charged first, concurrent lookups of one token share one call, and a refusal is remembered
+   * for the cache period too, so a flood of bad tokens cannot turn into a flood of lookups.
+   */
+  async authenticate(authorization: string | null | undefined, onMiss?: () => void): Promise<EdgeCaller> {
     const token = bearerToken(authorization ?? undefined);
     if (!token) throw new UnauthenticatedError("missing bearer token");
     const credentialKey = sha256(token).toString("hex");
     const now = this.#options.clock.now().getTime();
     const cached = this.#cache.get(credentialKey);
-    if (cached && cached.until > now) return { principal: cached.principal, credentialKey };
-    const principal = await this.#resolve(token);
-    this.#remember(credentialKey, principal, now);
-    return { principal, credentialKey };
+    if (cached && cached.until > now) {
+      if (cached.principal === null) throw new UnauthenticatedError("invalid credential");
+      return { principal: cached.principal, credentialKey };
+    }
+    let pending = this.#pending.get(credentialKey);
+    if (!pending) {
+      onMiss?.();
+      pending = this.#resolve(token).then(
+        (principal) => {
+          this.#remember(credentialKey, principal, this.#options.clock.now().getTime());
+          return principal;
+        },
+        (error: unknown) => {
+          if (error instanceof UnauthenticatedError) {
+            this.#remember(credentialKey, null, this.#options.clock.now().getTime());
+          }
+          throw error;
+        },
+      );
+      pending.catch(() => {}).finally(() => this.#pending.delete(credentialKey));
+      this.#pending.set(credentialKey, pending);
+    }
+    return { principal: await pending, credentialKey };
   }
 
   /** Forgets every cached answer (tests, and after an operator-initiated revocation). */
@@ -102,12 +128,13 @@ export class EdgeAuthenticator {
     }
   }
 
-  #remember(key: string, principal: Principal, now: number): void {
+  #remember(key: string, principal: Principal | null, now: number): void {
     const max = this.#options.maxEntries ?? 10_000;
     if (this.#cache.size >= max) {
       const oldest = this.#cache.keys().next().value;
       if (oldest !== undefined) this.#cache.delete(oldest);
     }
+    this.#cache.delete(key);
     this.#cache.set(key, { principal, until: now + this.#options.cacheMs });
   }
 }

@@ -1,11 +1,12 @@
 import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
+import { Code, ConnectError, type ConnectRouter, createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { Metadata } from "@grpc/grpc-js";
 import {
   DomainError,
   isServiceError,
   PRINCIPAL_HEADER,
   REQUEST_ID_HEADER,
+  ResourceExhaustedError,
   requestIdFrom,
   signPrincipal,
 } from "@unimatrix/service-kit";
@@ -33,9 +34,24 @@ export function toConnectError(error: unknown): ConnectError {
   return new ConnectError("internal error", Code.Internal);
 }
 
+/** Carries the client's address from the HTTP request into Connect handlers. */
+export const PEER = createContextKey<string>("", { description: "remote address" });
+
+/** Charges the per-address limit (token lookups, and RPCs whose credential is in the body). */
+export function chargeAddress(limiter: RateLimiter, address: string): void {
+  if (!limiter.take(`addr:${address}`)) {
+    throw new ResourceExhaustedError("too many requests from this address; slow down");
+  }
+}
+
+/** RPCs that carry their credential in the body (an enroll token): forwarded without a principal. */
+export const BODY_CREDENTIAL_METHODS = new Set(["unimatrix.device.v1.DeviceService.EnrollDevice"]);
+
 /** Authenticates the caller of a Connect call and charges its rate limit. */
 export async function callerOf(deps: ForwardDeps, ctx: HandlerContext): Promise<EdgeCaller> {
-  const caller = await deps.auth.authenticate(ctx.requestHeader.get("authorization"));
+  const caller = await deps.auth.authenticate(ctx.requestHeader.get("authorization"), () =>
+    chargeAddress(deps.limiter, ctx.values.get(PEER)),
+  );
   if (!deps.limiter.take(caller.credentialKey)) {
     throw new ConnectError("rate limit exceeded for this credential; slow down", Code.ResourceExhausted);
   }
@@ -56,6 +72,19 @@ type Forwarder = (...args: never[]) => unknown;
 function forwarder(deps: ForwardDeps, method: DescMethod, call: (...args: unknown[]) => unknown): Forwarder | null {
   switch (method.methodKind) {
     case "unary":
+      if (BODY_CREDENTIAL_METHODS.has(`${method.parent.typeName}.${method.name}`)) {
+        return (async (request: unknown, ctx: HandlerContext) => {
+          try {
+            chargeAddress(deps.limiter, ctx.values.get(PEER));
+            const metadata = new Metadata();
+            metadata.set(REQUEST_ID_HEADER, requestIdFrom(ctx.requestHeader.get(REQUEST_ID_HEADER) ?? undefined));
+            const options = { metadata, deadline: ctx.timeoutMs() ?? deps.defaultTimeoutMs, signal: ctx.signal };
+            return await (call(request, options) as Promise<unknown>);
+          } catch (error) {
+            throw toConnectError(error);
+          }
+        }) as Forwarder;
+      }
       return (async (request: unknown, ctx: HandlerContext) => {
         try {
           const caller = await callerOf(deps, ctx);

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { createContextValues } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import {
@@ -16,13 +17,13 @@ import {
 import { EdgeAuthenticator } from "./auth";
 import type { gatewayEnv } from "./config";
 import { applyCors } from "./cors";
-import { forwardingRoutes } from "./forward";
+import { forwardingRoutes, PEER } from "./forward";
 import { mcpHandler } from "./mcp/handler";
 import { GatewayMetrics } from "./metrics";
 import { RateLimiter } from "./rate-limit";
 import { cubeEvents, machineEvents, type SseDeps } from "./sse";
 import { isConsolePath, serveConsole } from "./static";
-import { openUpstreams } from "./upstreams";
+import { openUpstreams, PUBLIC_SERVICES } from "./upstreams";
 
 /** How to start the gateway. */
 export interface GatewayOptions {
@@ -78,6 +79,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       defaultTimeoutMs: gateway.requestTimeoutMs,
       onStream: (delta) => metrics.openStreams.inc({ kind: "connect" }, delta),
     }),
+    contextValues: (request) => createContextValues().set(PEER, request.socket.remoteAddress ?? ""),
     grpc: false,
     grpcWeb: true,
     connect: true,
@@ -139,7 +141,13 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     const cubeEventsPath = /^\/v1\/cubes\/([^/]+)\/events$/.exec(path);
     if (request.method === "GET" && cubeEventsPath) {
       const url = new URL(request.url ?? "/", "http://gateway");
-      return cubeEvents(sse, request, response, decodeURIComponent(cubeEventsPath[1]!), url);
+      let cubeId: string;
+      try {
+        cubeId = decodeURIComponent(cubeEventsPath[1]!);
+      } catch {
+        return json(response, 400, { code: "invalid_argument", message: "cube: malformed percent-encoding" });
+      }
+      return cubeEvents(sse, request, response, cubeId, url);
     }
     if (isConsolePath(path)) return serveConsole(request, response, path);
     return connect(request, response);
@@ -147,7 +155,12 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
 
   const server: Server = createServer((request, response) => {
     const started = process.hrtime.bigint();
-    const path = new URL(request.url ?? "/", "http://gateway").pathname;
+    let path: string;
+    try {
+      path = new URL(request.url ?? "/", "http://gateway").pathname;
+    } catch {
+      return json(response, 400, { code: "invalid_argument", message: "malformed request target" });
+    }
     const label = routeLabel(path);
     response.once("finish", () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
@@ -188,9 +201,14 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   };
 }
 
-/** A bounded metrics label for a path: Connect paths are kept, others folded. */
+/** The Connect paths of the public RPCs: the only paths kept as metric labels. */
+const PUBLIC_PATHS = new Set(
+  PUBLIC_SERVICES.flatMap(({ service }) => service.methods.map((method) => `/${service.typeName}/${method.name}`)),
+);
+
+/** A bounded metrics label for a path: public Connect paths are kept, others folded. */
 function routeLabel(path: string): string {
-  if (/^\/unimatrix\.[a-z]+\.v1\.[A-Za-z]+\/[A-Za-z]+$/.test(path)) return path;
+  if (PUBLIC_PATHS.has(path)) return path;
   if (path === "/healthz" || path === "/readyz" || path === "/metrics" || path === "/mcp") return path;
   if (/^\/v1\/cubes\/[^/]+\/events$/.test(path)) return "/v1/cubes/{cube}/events";
   if (path === "/v1/machines/events") return path;

@@ -1,3 +1,4 @@
+import { once } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { toJson } from "@bufbuild/protobuf";
 import { Metadata, status } from "@grpc/grpc-js";
@@ -13,6 +14,7 @@ import {
   signPrincipal,
 } from "@unimatrix/service-kit";
 import type { EdgeAuthenticator } from "./auth";
+import { chargeAddress } from "./forward";
 import type { RateLimiter } from "./rate-limit";
 import type { Upstreams } from "./upstreams";
 
@@ -37,33 +39,34 @@ export interface SseDeps {
   readonly onStream?: (delta: 1 | -1) => void;
 }
 
-const HTTP_STATUS: Partial<Record<status, number>> = {
-  [status.INVALID_ARGUMENT]: 400,
-  [status.UNAUTHENTICATED]: 401,
-  [status.PERMISSION_DENIED]: 403,
-  [status.NOT_FOUND]: 404,
-  [status.FAILED_PRECONDITION]: 412,
-  [status.RESOURCE_EXHAUSTED]: 429,
-  [status.UNAVAILABLE]: 503,
+/** Connect's name and HTTP status for each gRPC code (the Connect protocol's own table). */
+const CONNECT: Record<number, readonly [string, number]> = {
+  [status.CANCELLED]: ["canceled", 499],
+  [status.UNKNOWN]: ["unknown", 500],
+  [status.INVALID_ARGUMENT]: ["invalid_argument", 400],
+  [status.DEADLINE_EXCEEDED]: ["deadline_exceeded", 504],
+  [status.NOT_FOUND]: ["not_found", 404],
+  [status.ALREADY_EXISTS]: ["already_exists", 409],
+  [status.PERMISSION_DENIED]: ["permission_denied", 403],
+  [status.RESOURCE_EXHAUSTED]: ["resource_exhausted", 429],
+  [status.FAILED_PRECONDITION]: ["failed_precondition", 400],
+  [status.ABORTED]: ["aborted", 409],
+  [status.OUT_OF_RANGE]: ["out_of_range", 400],
+  [status.UNIMPLEMENTED]: ["unimplemented", 501],
+  [status.INTERNAL]: ["internal", 500],
+  [status.UNAVAILABLE]: ["unavailable", 503],
+  [status.DATA_LOSS]: ["data_loss", 500],
+  [status.UNAUTHENTICATED]: ["unauthenticated", 401],
 };
 
-const CONNECT_CODE: Partial<Record<status, string>> = {
-  [status.INVALID_ARGUMENT]: "invalid_argument",
-  [status.UNAUTHENTICATED]: "unauthenticated",
-  [status.PERMISSION_DENIED]: "permission_denied",
-  [status.NOT_FOUND]: "not_found",
-  [status.FAILED_PRECONDITION]: "failed_precondition",
-  [status.RESOURCE_EXHAUSTED]: "resource_exhausted",
-  [status.UNAVAILABLE]: "unavailable",
-};
-
-function writeFrame(response: ServerResponse, frame: SseFrame): void {
+/** Writes one frame; false when the socket buffer is full (wait for `drain`). */
+function writeFrame(response: ServerResponse, frame: SseFrame): boolean {
   let text = "";
   if (frame.comment !== undefined) text += `: ${frame.comment}\n`;
   if (frame.event !== undefined) text += `event: ${frame.event}\n`;
   if (frame.id !== undefined) text += `id: ${frame.id}\n`;
   if (frame.data !== undefined) text += `data: ${JSON.stringify(frame.data)}\n`;
-  response.write(`${text}\n`);
+  return response.write(`${text}\n`);
 }
 
 /** The cursor to resume from: `?after=` wins over `Last-Event-ID`; undefined when neither is given. */
@@ -96,7 +99,9 @@ async function serveStream<M>(
   request.once("close", () => controller.abort());
   let started = false;
   try {
-    const caller = await deps.auth.authenticate(request.headers.authorization);
+    const caller = await deps.auth.authenticate(request.headers.authorization, () =>
+      chargeAddress(deps.limiter, request.socket.remoteAddress ?? ""),
+    );
     if (!deps.limiter.take(caller.credentialKey)) {
       throw new ResourceExhaustedError("rate limit exceeded for this credential; slow down");
     }
@@ -117,14 +122,18 @@ async function serveStream<M>(
           });
           response.write("retry: 2000\n\n");
         }
+        let flushed = true;
         for (const frame of toFrames(message)) {
-          writeFrame(response, frame);
+          flushed = writeFrame(response, frame);
           if (frame.end) {
             controller.abort();
             response.end();
             return;
           }
         }
+        // Backpressure: read no further upstream until the browser has taken what was written,
+        // so a slow reader shows up as lag at the service (which cuts it) instead of gateway memory.
+        if (!flushed) await once(response, "drain", { signal: controller.signal }).catch(() => {});
       }
     } finally {
       deps.onStream?.(-1);
@@ -135,11 +144,12 @@ async function serveStream<M>(
     if (controller.signal.aborted && request.destroyed) return;
     const { code, message } = errorStatus(error);
     if (!started) {
-      const body = JSON.stringify({ code: CONNECT_CODE[code] ?? "internal", message });
-      response.writeHead(HTTP_STATUS[code] ?? 500, { "content-type": "application/json" });
+      const [name, httpStatus] = CONNECT[code] ?? ["internal", 500];
+      response.writeHead(httpStatus, { "content-type": "application/json" });
+      const body = JSON.stringify({ code: name, message });
       response.end(body);
     } else {
-      writeFrame(response, { event: "error", data: { code: CONNECT_CODE[code] ?? "internal", message } });
+      writeFrame(response, { event: "error", data: { code: CONNECT[code]?.[0] ?? "internal", message } });
       response.end();
     }
   }

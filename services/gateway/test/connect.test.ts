@@ -1,3 +1,4 @@
+import { connect as connectTcp } from "node:net";
 import { createClient as createConnectClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
@@ -112,6 +113,49 @@ describe("gateway: Connect/HTTP", () => {
     expect([after.status, after.body.code]).toEqual([401, "unauthenticated"]);
   });
 
+  it("answers a malformed request target with 400 and stays up", async () => {
+    const port = new URL(system.url).port;
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connectTcp(Number(port), "127.0.0.1", () => {
+        socket.write("GET http://[x/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      });
+      let text = "";
+      socket.on("data", (chunk) => {
+        text += chunk.toString();
+      });
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400 /);
+    const badEscape = await fetch(`${system.url}/v1/cubes/%E0/events`, {
+      headers: { authorization: `Bearer ${acme.user}` },
+    });
+    expect(badEscape.status).toBe(400);
+    expect((await fetch(`${system.url}/healthz`)).status).toBe(200);
+  });
+
+  it("enrolls a device with only the enroll token in the body (no bearer)", async () => {
+    const issued = await call<{ token: string }>(
+      system,
+      "unimatrix.device.v1.EnrollmentService/IssueEnrollToken",
+      { ttlSeconds: 600 },
+      acme.user,
+    );
+    const enrolled = await connectJson(system, "unimatrix.device.v1.DeviceService/EnrollDevice", {
+      enrollToken: issued.token,
+      publicKey: "Z2F0ZXdheS1lbnJvbGwtdGVzdC1rZXk=",
+      platform: "DEVICE_PLATFORM_LINUX",
+    });
+    expect(enrolled.status).toBe(200);
+    expect((enrolled.body.device as { publicKey: string }).publicKey).toBe("Z2F0ZXdheS1lbnJvbGwtdGVzdC1rZXk=");
+    const wrong = await connectJson(system, "unimatrix.device.v1.DeviceService/EnrollDevice", {
+      enrollToken: "umx_enroll_nope_nope",
+      publicKey: "b3RoZXIta2V5",
+      platform: "DEVICE_PLATFORM_LINUX",
+    });
+    expect([wrong.status, wrong.body.code]).toEqual([401, "unauthenticated"]);
+  });
+
   it("keeps internal RPCs off the public surface", async () => {
     const { status, body } = await connectJson(
       system,
@@ -184,5 +228,16 @@ describe("gateway: rate limits", () => {
     expect(statuses).toEqual([200, 200, 200, 429]);
     const limited = await connectJson(system, "unimatrix.cube.v1.CubeService/ListCubes", {}, tenant.adminUserToken);
     expect([limited.status, limited.body.code]).toEqual([429, "resource_exhausted"]);
+  });
+
+  it("limits token lookups per address, so a flood of unknown tokens does not reach the services", async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const token = `umx_client_flood${i}_secret${i}`;
+      statuses.push((await connectJson(system, "unimatrix.cube.v1.CubeService/ListCubes", {}, token)).status);
+    }
+    // Earlier tests in this suite spent this address's burst on lookups; whatever is left is 401, then 429.
+    expect(statuses.at(-1)).toBe(429);
+    expect(statuses.every((s) => s === 401 || s === 429)).toBe(true);
   });
 });

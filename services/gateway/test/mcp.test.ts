@@ -164,6 +164,32 @@ describe("gateway: MCP", () => {
     }
   });
 
+  it("reads another cube the bearer may see as the bearer, even while seated elsewhere", async () => {
+    const other = await call<{ cube: { id: string } }>(
+      system,
+      "unimatrix.cube.v1.CubeService/CreateCube",
+      { requestKey: crypto.randomUUID(), name: "second cube", directive: "elsewhere" },
+      acme.user,
+    );
+    await call(
+      system,
+      "unimatrix.cube.v1.IdentityService/SetCubeGrant",
+      { clientId: acme.clients[0]!.id, cubeId: other.cube.id, access: "CUBE_ACCESS_READ" },
+      acme.user,
+    );
+    const a = await agent(system, acme.clients[0]!.token);
+    try {
+      await a.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
+      const seen = await a.tool("cube_get", { cube_id: other.cube.id });
+      expect(seen.isError).toBeFalsy();
+      expect((seen.structuredContent!.cube as { name: string }).name).toBe("second cube");
+      const own = await a.tool("cube_get");
+      expect((own.structuredContent!.cube as { id: string }).id).toBe(acme.cubeId);
+    } finally {
+      await a.close();
+    }
+  });
+
   it("refuses /mcp without a valid bearer token", async () => {
     const response = await fetch(`${system.url}/mcp`, {
       method: "POST",

@@ -61,10 +61,16 @@ function callOptionsOf(options?: ClientCallOptions): grpc.CallOptions {
   return { deadline: typeof options.deadline === "number" ? Date.now() + options.deadline : options.deadline };
 }
 
-function linkSignal(call: { cancel(): void }, signal?: AbortSignal) {
+/** Cancels `call` when `signal` aborts; the listener goes when the call ends, so long-lived signals do not pile up. */
+function linkSignal(
+  call: { cancel(): void; once(event: "status", listener: () => void): unknown },
+  signal?: AbortSignal,
+) {
   if (!signal) return;
-  if (signal.aborted) call.cancel();
-  else signal.addEventListener("abort", () => call.cancel(), { once: true });
+  if (signal.aborted) return call.cancel();
+  const cancel = () => call.cancel();
+  signal.addEventListener("abort", cancel, { once: true });
+  call.once("status", () => signal.removeEventListener("abort", cancel));
 }
 
 /** A typed client for `service` at `address` (`host:port`), plaintext unless credentials are given. */

@@ -205,7 +205,14 @@ export class GrpcHost {
     fn: ((...args: never[]) => unknown) | undefined,
   ): grpc.UntypedHandleCall {
     const method = `/${service.typeName}/${name}`;
-    const impl = fn ?? (() => Promise.reject(new UnimplementedError(method)));
+    const unimplemented =
+      kind === "server_streaming" || kind === "bidi_streaming"
+        ? async function* () {
+            yield* [];
+            throw new UnimplementedError(method);
+          }
+        : () => Promise.reject(new UnimplementedError(method));
+    const impl = fn ?? unimplemented;
     const logger = this.#logger;
     const fail = (error: unknown) => toCallStatus(error, logger, method);
     switch (kind) {

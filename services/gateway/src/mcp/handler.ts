@@ -4,6 +4,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { DomainError, isServiceError } from "@unimatrix/service-kit";
+import { chargeAddress } from "../forward";
 import type { RateLimiter } from "../rate-limit";
 import { McpSession, type McpSessionDeps } from "./session";
 import { registerTools } from "./tools";
@@ -19,6 +20,11 @@ interface Open {
   readonly transport: StreamableHTTPServerTransport;
   readonly session: McpSession;
 }
+
+/** A session unused this long is closed (its push stream with it); the client starts a new one. */
+export const MCP_IDLE_MS = 30 * 60_000;
+/** Open sessions one credential may hold; a further initialize answers 429. */
+export const MCP_MAX_SESSIONS_PER_CREDENTIAL = 32;
 
 /** The version the gateway reports to MCP clients. */
 const SERVER_INFO = { name: "unimatrix", version: "0.1.0" };
@@ -45,15 +51,26 @@ async function readJson(request: IncomingMessage, limit: number): Promise<unknow
  */
 export function mcpHandler(deps: McpDeps) {
   const open = new Map<string, Open>();
+  const sweep = setInterval(() => {
+    const idleBefore = Date.now() - MCP_IDLE_MS;
+    for (const { transport, session } of [...open.values()]) {
+      if (session.lastUsed < idleBefore) void transport.close();
+    }
+  }, 60_000);
+  sweep.unref();
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     let caller: Awaited<ReturnType<typeof deps.auth.authenticate>>;
     try {
-      caller = await deps.auth.authenticate(request.headers.authorization);
+      caller = await deps.auth.authenticate(request.headers.authorization, () =>
+        chargeAddress(deps.limiter, request.socket.remoteAddress ?? ""),
+      );
     } catch (error) {
-      const unavailable = error instanceof DomainError && error.code === 14;
+      const code = error instanceof DomainError ? error.code : 16;
+      if (code === 8) return jsonError(response, 429, -32002, (error as Error).message);
+      if (code === 14) return jsonError(response, 503, -32001, (error as Error).message);
       response.setHeader("www-authenticate", 'Bearer realm="unimatrix"');
-      return jsonError(response, unavailable ? 503 : 401, -32001, (error as Error).message);
+      return jsonError(response, 401, -32001, (error as Error).message);
     }
     if (!deps.limiter.take(caller.credentialKey)) {
       return jsonError(response, 429, -32002, "rate limit exceeded for this credential; slow down");
@@ -71,10 +88,17 @@ export function mcpHandler(deps: McpDeps) {
         return jsonError(response, error instanceof RangeError ? 413 : 400, -32700, (error as Error).message);
       }
     }
-    if (existing) return existing.transport.handleRequest(request, response, body);
+    if (existing) {
+      existing.session.touch();
+      return existing.transport.handleRequest(request, response, body);
+    }
     if (typeof sessionId === "string") return jsonError(response, 404, -32001, "session not found");
     if (request.method !== "POST" || !isInitializeRequest(body)) {
       return jsonError(response, 400, -32000, "no session: start with an initialize request");
+    }
+    const held = [...open.values()].filter((o) => o.session.caller.credentialKey === caller.credentialKey).length;
+    if (held >= MCP_MAX_SESSIONS_PER_CREDENTIAL) {
+      return jsonError(response, 429, -32002, `this credential already holds ${held} MCP sessions; close one first`);
     }
     const session = new McpSession(deps, request.headers.authorization ?? "", caller);
     const server = new McpServer(SERVER_INFO, { capabilities: { logging: {} } });
@@ -106,6 +130,7 @@ export function mcpHandler(deps: McpDeps) {
     },
     /** Closes every session (gateway shutdown). */
     async close(): Promise<void> {
+      clearInterval(sweep);
       for (const { transport } of [...open.values()]) await transport.close();
     },
   };

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { toJson } from "@bufbuild/protobuf";
 import { Metadata, status } from "@grpc/grpc-js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -10,6 +11,7 @@ import {
   isServiceError,
   type Logger,
   PRINCIPAL_HEADER,
+  REQUEST_ID_HEADER,
   signPrincipal,
 } from "@unimatrix/service-kit";
 import type { EdgeAuthenticator, EdgeCaller } from "../auth";
@@ -57,16 +59,31 @@ export class McpSession {
   }
 
   /** Call options acting as the bearer (re-checked through the auth cache, so revocation bites). */
-  async asCaller() {
+  async asCaller(signal?: AbortSignal) {
+    this.touch();
     const { principal } = await this.deps.auth.authenticate(this.authorization);
-    return this.#options(principal);
+    return this.#options(principal, signal);
   }
 
   /** Call options acting as the attached drone, or as the bearer before any seat is taken. */
-  async asActor() {
-    if (!this.#seat) return this.asCaller();
+  async asActor(signal?: AbortSignal) {
+    if (!this.#seat) return this.asCaller(signal);
+    this.touch();
     const { principal } = await this.deps.auth.authenticate(`Bearer ${this.#seat.token}`);
-    return this.#options(principal);
+    return this.#options(principal, signal);
+  }
+
+  /** As the drone for the seat's own cube; as the bearer for another cube the tool names. */
+  asFor(cubeId: string | undefined, signal?: AbortSignal) {
+    return cubeId === undefined || cubeId === this.#seat?.cubeId ? this.asActor(signal) : this.asCaller(signal);
+  }
+
+  /** When the session was last used (epoch ms): idle sessions are closed by the handler. */
+  lastUsed = Date.now();
+
+  /** Marks the session as used now. */
+  touch(): void {
+    this.lastUsed = Date.now();
   }
 
   /** The cube a call is about: the one given, else the seat's. */
@@ -80,7 +97,12 @@ export class McpSession {
   async attach(
     cubeId: string,
     roleId: string,
-    given: { priorDroneId?: string | undefined; sessionToken?: string | undefined; hostname?: string | undefined },
+    given: {
+      priorDroneId?: string | undefined;
+      sessionToken?: string | undefined;
+      hostname?: string | undefined;
+      signal?: AbortSignal;
+    },
   ): Promise<AttachSeatResponse> {
     const held =
       this.#seat && this.#seat.cubeId === cubeId && this.#seat.roleId === roleId ? this.#seat.token : undefined;
@@ -93,7 +115,7 @@ export class McpSession {
         ...(saved ? { sessionToken: saved } : {}),
         ...(given.priorDroneId !== undefined ? { priorDroneId: given.priorDroneId } : {}),
       },
-      await this.asCaller(),
+      await this.asCaller(given.signal),
     );
     if (reply.outcome === AttachSeatOutcome.SESSION_REJECTED || !reply.drone) return reply;
     const token = reply.outcome === AttachSeatOutcome.REUSED && saved ? saved : reply.sessionToken;
@@ -119,10 +141,11 @@ export class McpSession {
     this.#subscription = undefined;
   }
 
-  #options(principal: EdgeCaller["principal"]) {
+  #options(principal: EdgeCaller["principal"], signal?: AbortSignal) {
     const metadata = new Metadata();
     metadata.set(PRINCIPAL_HEADER, signPrincipal(principal, this.deps.internalKey));
-    return { metadata, deadline: this.deps.timeoutMs };
+    metadata.set(REQUEST_ID_HEADER, randomUUID());
+    return { metadata, deadline: this.deps.timeoutMs, ...(signal ? { signal } : {}) };
   }
 
   /**
@@ -135,6 +158,7 @@ export class McpSession {
     this.#subscription = controller;
     const seat = this.#seat!;
     let after: string | undefined;
+    let backoffMs = 250;
     const run = async () => {
       while (!controller.signal.aborted) {
         try {
@@ -145,6 +169,7 @@ export class McpSession {
           );
           for await (const message of stream) {
             const { event } = message;
+            backoffMs = 250;
             if (event.case === "entry" || event.case === "notification") {
               after = event.value.cursor;
               const data =
@@ -153,20 +178,28 @@ export class McpSession {
                   : { event: "notification", notification: toJson(NotificationSchema, event.value) };
               await this.#server?.sendLoggingMessage({ level: "info", logger: "unimatrix.activity", data });
             } else if (event.case === "ready" && after === undefined) {
-              after = event.value.cursor || undefined;
-            } else if (event.case === "accessRevoked" || event.case === "closed") {
-              if (event.case === "accessRevoked") return;
+              // "" means "from the oldest" (an empty cube): keep it so a reconnect misses nothing.
+              after = event.value.cursor;
+            } else if (event.case === "accessRevoked") {
+              return;
+            } else if (event.case === "closed") {
+              if (event.value.cursor) after = event.value.cursor;
               break;
             }
           }
         } catch (error) {
           if (controller.signal.aborted) return;
-          if (isServiceError(error) && (error.code === status.UNAUTHENTICATED || error.code === status.NOT_FOUND))
+          const code = isServiceError(error) || error instanceof DomainError ? error.code : undefined;
+          if (code === status.UNAUTHENTICATED || code === status.NOT_FOUND || code === status.PERMISSION_DENIED) return;
+          if (code === status.RESOURCE_EXHAUSTED) {
+            // Too many streams for this seat's credential: pushing stops; log_read is the pull path.
+            this.deps.logger.warn("mcp activity push stopped: stream limit reached for this seat");
             return;
-          if (error instanceof DomainError && error.code === status.UNAUTHENTICATED) return;
+          }
           this.deps.logger.warn({ err: error }, "mcp activity stream dropped; resuming");
         }
-        await new Promise((resolve) => setTimeout(resolve, 250));
+        await new Promise((resolve) => setTimeout(resolve, backoffMs));
+        backoffMs = Math.min(backoffMs * 2, 10_000);
       }
     };
     run().catch((error: unknown) => this.deps.logger.error({ err: error }, "mcp activity stream failed"));

@@ -46,31 +46,38 @@ export function registerTools(server: McpServer, session: McpSession): void {
     name: string,
     description: string,
     inputSchema: S,
-    run: (input: z.infer<z.ZodObject<S>>) => Promise<CallToolResult>,
+    run: (input: z.infer<z.ZodObject<S>>, signal: AbortSignal) => Promise<CallToolResult>,
   ) => {
-    server.registerTool(name, { description, inputSchema }, (async (input: z.infer<z.ZodObject<S>>) =>
-      session.guard(() => run(input))) as never);
+    server.registerTool(name, { description, inputSchema }, (async (
+      input: z.infer<z.ZodObject<S>>,
+      extra: { signal: AbortSignal },
+    ) => session.guard(() => run(input, extra.signal))) as never);
   };
 
-  tool("cube_list", "List the cubes you can see.", { page_size: pageSize, page_token: pageToken }, async (input) => {
-    const reply = await session.upstreams.cube.listCubes(
-      { pageSize: input.page_size ?? 0, pageToken: input.page_token ?? "" },
-      await session.asCaller(),
-    );
-    const names = reply.cubes.map((c) => `${c.name} (${c.id})`).join(", ") || "none";
-    return ok(`${reply.cubes.length} cube(s): ${names}`, json(ListCubesResponseSchema, reply));
-  });
+  tool(
+    "cube_list",
+    "List the cubes you can see.",
+    { page_size: pageSize, page_token: pageToken },
+    async (input, signal) => {
+      const reply = await session.upstreams.cube.listCubes(
+        { pageSize: input.page_size ?? 0, pageToken: input.page_token ?? "" },
+        await session.asCaller(signal),
+      );
+      const names = reply.cubes.map((c) => `${c.name} (${c.id})`).join(", ") || "none";
+      return ok(`${reply.cubes.length} cube(s): ${names}`, json(ListCubesResponseSchema, reply));
+    },
+  );
 
   tool(
     "cube_get",
     "A cube's directive, taxonomy and roles. Defaults to the cube of your seat.",
     { cube_id: uuid.optional() },
-    async (input) => {
+    async (input, signal) => {
       const cubeId = session.cubeId(input.cube_id);
-      const options = await session.asActor();
+      const options = await session.asFor(input.cube_id, signal);
       const [cube, roles] = await Promise.all([
         session.upstreams.cube.getCube({ cubeId }, options),
-        session.upstreams.cube.listRoles({ cubeId, pageSize: 500 }, await session.asActor()),
+        session.upstreams.cube.listRoles({ cubeId, pageSize: 500 }, await session.asFor(input.cube_id, signal)),
       ]);
       const structured = { ...json(GetCubeResponseSchema, cube), roles: roles.roles.map((r) => json(RoleSchema, r)) };
       return ok(
@@ -94,11 +101,12 @@ export function registerTools(server: McpServer, session: McpSession): void {
         .describe("The session_token a previous seat_attach returned: resumes that seat (outcome reused)."),
       hostname: z.string().max(255).optional(),
     },
-    async (input) => {
+    async (input, signal) => {
       const reply = await session.attach(input.cube_id, input.role_id, {
         priorDroneId: input.prior_drone_id,
         sessionToken: input.session_token,
         hostname: input.hostname,
+        signal,
       });
       if (reply.outcome === AttachSeatOutcome.SESSION_REJECTED) {
         return {
@@ -129,7 +137,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
       recipients: z.array(uuid).max(100).optional().describe("Drone ids; required for direct."),
       kind: z.string().max(64).optional().describe("A message kind from the cube's taxonomy."),
     },
-    async (input) => {
+    async (input, signal) => {
       const reply = await session.upstreams.activity.appendEntry(
         {
           cubeId: session.cubeId(),
@@ -138,7 +146,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
           recipientDroneIds: input.recipients ?? [],
           ...(input.kind !== undefined ? { kind: input.kind } : {}),
         },
-        await session.asActor(),
+        await session.asActor(signal),
       );
       return ok(`Posted ${input.visibility} entry ${reply.entry?.id}`, json(EntrySchema, reply.entry!));
     },
@@ -148,12 +156,12 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "log_read",
     "Read the activity log. With unread: what reached you since you last read (your inbox); otherwise pages from a cursor.",
     { unread: z.boolean().default(false), cursor: z.string().optional(), page_size: pageSize },
-    async (input) => {
+    async (input, signal) => {
       const cubeId = session.cubeId();
       if (input.unread) {
         const reply = await session.upstreams.activity.readUnread(
           { cubeId, pageSize: input.page_size ?? 0 },
-          await session.asActor(),
+          await session.asActor(signal),
         );
         return ok(
           `${reply.items.length} unread item(s)${reply.hasMore ? ", more waiting" : ""}`,
@@ -162,7 +170,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
       }
       const reply = await session.upstreams.activity.readActivity(
         { cubeId, cursor: input.cursor ?? "", pageSize: input.page_size ?? 0 },
-        await session.asActor(),
+        await session.asActor(signal),
       );
       return ok(
         `${reply.items.length} item(s)${reply.hasMore ? `, more after ${reply.nextCursor}` : ""}`,
@@ -171,10 +179,10 @@ export function registerTools(server: McpServer, session: McpSession): void {
     },
   );
 
-  tool("log_ack", "Acknowledge an entry; its author is told.", { entry_id: uuid }, async (input) => {
+  tool("log_ack", "Acknowledge an entry; its author is told.", { entry_id: uuid }, async (input, signal) => {
     const reply = await session.upstreams.activity.ackEntry(
       { cubeId: session.cubeId(), entryId: input.entry_id },
-      await session.asActor(),
+      await session.asActor(signal),
     );
     return ok(reply.newlyAcked ? "Acknowledged" : "Already acknowledged", {
       newly_acked: reply.newlyAcked,
@@ -186,17 +194,17 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "log_claim",
     "Claim an entry exclusively (the audience is told), or release your claim.",
     { entry_id: uuid, release: z.boolean().default(false) },
-    async (input) => {
+    async (input, signal) => {
       const target = { cubeId: session.cubeId(), entryId: input.entry_id };
       if (input.release) {
-        const reply = await session.upstreams.activity.releaseClaim(target, await session.asActor());
+        const reply = await session.upstreams.activity.releaseClaim(target, await session.asActor(signal));
         const outcome = ReleaseOutcome[reply.outcome].toLowerCase();
         return ok(`Release: ${outcome}`, {
           outcome,
           ...(reply.claim ? { claim: json(ClaimSchema, reply.claim) } : {}),
         });
       }
-      const reply = await session.upstreams.activity.claimEntry(target, await session.asActor());
+      const reply = await session.upstreams.activity.claimEntry(target, await session.asActor(signal));
       const outcome = ClaimOutcome[reply.outcome].toLowerCase();
       const holder = reply.claim?.holderDroneId ?? "";
       const text = reply.outcome === ClaimOutcome.ALREADY_CLAIMED ? `already_claimed by ${holder}` : outcome;
@@ -212,10 +220,10 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "drones_list",
     "The drones of a cube with posture and last seen. Defaults to your seat's cube.",
     { cube_id: uuid.optional() },
-    async (input) => {
+    async (input, signal) => {
       const reply = await session.upstreams.cube.listDrones(
         { cubeId: session.cubeId(input.cube_id), pageSize: 500 },
-        await session.asActor(),
+        await session.asFor(input.cube_id, signal),
       );
       return ok(`${reply.drones.length} drone(s)`, json(ListDronesResponseSchema, reply));
     },
@@ -225,7 +233,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "decision_record",
     "Record a decision, optionally tied to the entry it settles.",
     { title: z.string().min(1).max(200), rationale: z.string().max(32_768).default(""), entry_id: uuid.optional() },
-    async (input) => {
+    async (input, signal) => {
       const reply = await session.upstreams.activity.recordDecision(
         {
           cubeId: session.cubeId(),
@@ -233,7 +241,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
           rationale: input.rationale,
           ...(input.entry_id !== undefined ? { entryId: input.entry_id } : {}),
         },
-        await session.asActor(),
+        await session.asActor(signal),
       );
       return ok(`Recorded decision ${reply.decision?.id}`, json(DecisionSchema, reply.decision!));
     },
@@ -243,10 +251,10 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "decision_list",
     "The cube's decisions, newest last.",
     { page_size: pageSize, page_token: pageToken },
-    async (input) => {
+    async (input, signal) => {
       const reply = await session.upstreams.activity.listDecisions(
         { cubeId: session.cubeId(), pageSize: input.page_size ?? 0, pageToken: input.page_token ?? "" },
-        await session.asActor(),
+        await session.asActor(signal),
       );
       return ok(`${reply.decisions.length} decision(s)`, json(ListDecisionsResponseSchema, reply));
     },
@@ -256,10 +264,10 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "directive_update",
     "Replace a cube's directive (manage access). Defaults to your seat's cube.",
     { directive: z.string().max(100_000), cube_id: uuid.optional() },
-    async (input) => {
+    async (input, signal) => {
       const reply = await session.upstreams.cube.updateCube(
         { cubeId: session.cubeId(input.cube_id), directive: input.directive },
-        await session.asActor(),
+        await session.asFor(input.cube_id, signal),
       );
       return ok("Directive updated", json(UpdateCubeResponseSchema, reply));
     },
@@ -269,10 +277,10 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "machines_list",
     "Your tenant's machines and whether each is linked now.",
     { page_size: pageSize, page_token: pageToken },
-    async (input) => {
+    async (input, signal) => {
       const reply = await session.upstreams.machine.listMachines(
         { pageSize: input.page_size ?? 0, pageToken: input.page_token ?? "" },
-        await session.asCaller(),
+        await session.asCaller(signal),
       );
       const linked = reply.machines.filter((m) => m.linked).length;
       return ok(`${reply.machines.length} machine(s), ${linked} linked`, json(ListMachinesResponseSchema, reply));
@@ -289,10 +297,10 @@ export function registerTools(server: McpServer, session: McpSession): void {
         .max(128)
         .regex(/^[A-Za-z0-9._:-]+$/),
     },
-    async (input) => {
+    async (input, signal) => {
       const reply = await session.upstreams.placement.getPlacement(
         { rootSessionId: input.root_session_id },
-        await session.asCaller(),
+        await session.asCaller(signal),
       );
       return ok(`Placed on device ${reply.placement?.deviceId ?? "(none)"}`, json(GetPlacementResponseSchema, reply));
     },
