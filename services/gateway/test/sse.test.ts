@@ -72,7 +72,7 @@ describe("gateway: SSE", () => {
       writer,
     );
   const messages = (received: Received[]) =>
-    received.filter((r) => r.type === "entry").map((r) => (r as { data: { message: string } }).data.message);
+    received.filter((r) => r.type === "entry").map((r) => String(r.data.message));
 
   it("streams entries with cursors as ids, and resumes from Last-Event-ID with no gap and no duplicate", async () => {
     const url = `${system.url}/v1/cubes/${acme.cubeId}/events`;

@@ -32,7 +32,7 @@ type ClientMethod<M> = M extends {
         input: infer I extends DescMessage;
         output: infer O extends DescMessage;
       }
-    ? (request: MessageInitShape<I>, options?: ClientCallOptions) => AsyncIterable<MessageShape<O>>
+    ? (request: MessageInitShape<I>, options?: ClientCallOptions) => grpc.ClientReadableStream<MessageShape<O>>
     : M extends {
           methodKind: "bidi_streaming";
           input: infer I extends DescMessage;
