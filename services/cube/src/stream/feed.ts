@@ -3,7 +3,7 @@ import {
   type SubscribeActivityResponse,
   SubscribeActivityResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import type { Bus, BusSubscription } from "@unimatrix/service-kit";
+import { type Bus, type BusSubscription, encodeOnce } from "@unimatrix/service-kit";
 import type { Logger } from "pino";
 import type { WireItem } from "../convert";
 import { ACCESS } from "../deps";
@@ -102,7 +102,8 @@ class CubeFeed {
         });
         if (rows.length === 0) return;
         const items = await toItems(this.prisma, rows);
-        const fed = rows.map((row, i) => ({ row, event: eventOf(items[i] as WireItem) }));
+        // One event object per item, shared by every stream of this replica: encoded once, not per stream.
+        const fed = rows.map((row, i) => ({ row, event: encodeOnce(eventOf(items[i] as WireItem)) }));
         this.#head = (rows[rows.length - 1] as ActivityRow).position;
         for (const listener of this.listeners) listener.push(fed);
         if (rows.length < PAGE) return;
