@@ -12,6 +12,7 @@ export * from "./grpc/status";
 export * from "./logger";
 export * from "./migrations";
 export * from "./principal";
+export * from "./principal-message";
 export * from "./runtime";
 export * from "./sql";
 export * from "./tokens";

@@ -1,6 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
 import {
   type ActivityItemSchema,
   type ClientSchema,
@@ -15,32 +14,12 @@ import {
   type RoleSchema,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import type { Principal } from "@unimatrix/service-kit";
+import { principalKindOf } from "@unimatrix/service-kit";
 import { encodeCursor } from "./cursor";
 import type { ActivityItem as ActivityRow, ApiClient, Cube, Decision, Drone, Role } from "./generated/prisma/client";
 
 const ts = (date: Date) => timestampFromDate(date);
 const optTs = (date: Date | null | undefined) => (date ? timestampFromDate(date) : undefined);
-
-/** Wire kind of a kit principal kind. */
-export function principalKindOf(kind: Principal["kind"] | string): PrincipalKind {
-  switch (kind) {
-    case "operator":
-      return PrincipalKind.OPERATOR;
-    case "user":
-      return PrincipalKind.USER;
-    case "client":
-      return PrincipalKind.CLIENT;
-    case "drone-session":
-      return PrincipalKind.DRONE_SESSION;
-    case "machine":
-      return PrincipalKind.MACHINE;
-    case "device":
-      return PrincipalKind.DEVICE;
-    default:
-      return PrincipalKind.UNSPECIFIED;
-  }
-}
 
 export function cubeToWire(cube: Cube, callerAccess: number): MessageInitShape<typeof CubeSchema> {
   return {

@@ -7,11 +7,11 @@ import {
   isServiceError,
   type Principal,
   parseToken,
+  principalFromMessage,
   sha256,
   UnauthenticatedError,
   UnavailableError,
 } from "@unimatrix/service-kit";
-import { principalFromMessage } from "./principal";
 import type { Upstreams } from "./upstreams";
 
 /** Options of the edge authenticator. */

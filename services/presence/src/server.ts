@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { LinkCloseReason, LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
@@ -8,6 +7,7 @@ import {
   type GrpcServiceOptions,
   isServiceError,
   type Principal,
+  principalFromMessage,
   principalResolver,
   type RunningService,
   startGrpcService,
@@ -51,13 +51,10 @@ export interface PresenceService extends RunningService {
   kill(): Promise<void>;
 }
 
-function foreignPrincipal(message: { kind: PrincipalKind; tenantId: string; subjectId: string }): Principal | null {
-  if (message.kind === PrincipalKind.USER)
-    return { kind: "user", tenantId: message.tenantId, subjectId: message.subjectId };
-  if (message.kind === PrincipalKind.CLIENT) {
-    return { kind: "client", tenantId: message.tenantId, subjectId: message.subjectId };
-  }
-  return null;
+/** A user or client principal from cube's `Authenticate`; other kinds are not presence's callers. */
+function foreignPrincipal(message: Parameters<typeof principalFromMessage>[0]): Principal | null {
+  const principal = principalFromMessage(message);
+  return principal?.kind === "user" || principal?.kind === "client" ? principal : null;
 }
 
 /** Starts one presence replica. */

@@ -7,10 +7,11 @@ import {
   PermissionDeniedError,
   type Principal,
   parseToken,
+  principalKindOf,
   type ServiceImpl,
   UnauthenticatedError,
 } from "@unimatrix/service-kit";
-import { clientToWire, principalKindOf } from "../convert";
+import { clientToWire } from "../convert";
 import type { CubeDeps } from "../deps";
 import { type AccessLevel, clientOf, tenantOf } from "../store/access";
 import { listCubeGrants, revokeCubeGrant, setCubeGrant } from "../store/grants";

@@ -1,7 +1,21 @@
 import { PrincipalKind, type Principal as PrincipalMessage } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
-import type { Principal } from "@unimatrix/service-kit";
+import type { Principal } from "./principal";
 
-/** The kit's principal from the `unimatrix.auth.v1.Principal` an `Authenticate` returned; null if unusable. */
+const TO_WIRE: Record<Principal["kind"], PrincipalKind> = {
+  operator: PrincipalKind.OPERATOR,
+  user: PrincipalKind.USER,
+  client: PrincipalKind.CLIENT,
+  "drone-session": PrincipalKind.DRONE_SESSION,
+  machine: PrincipalKind.MACHINE,
+  device: PrincipalKind.DEVICE,
+};
+
+/** The wire kind (`unimatrix.auth.v1.PrincipalKind`) of a principal kind; UNSPECIFIED for anything else. */
+export function principalKindOf(kind: Principal["kind"] | string): PrincipalKind {
+  return TO_WIRE[kind as Principal["kind"]] ?? PrincipalKind.UNSPECIFIED;
+}
+
+/** The principal in a `unimatrix.auth.v1.Principal` (what every `Authenticate` returns); null if unusable. */
 export function principalFromMessage(message: PrincipalMessage | undefined): Principal | null {
   if (!message) return null;
   switch (message.kind) {
@@ -12,14 +26,11 @@ export function principalFromMessage(message: PrincipalMessage | undefined): Pri
     case PrincipalKind.MACHINE:
     case PrincipalKind.DEVICE: {
       if (!message.tenantId || !message.subjectId) return null;
-      const kind = (
-        {
-          [PrincipalKind.USER]: "user",
-          [PrincipalKind.CLIENT]: "client",
-          [PrincipalKind.MACHINE]: "machine",
-          [PrincipalKind.DEVICE]: "device",
-        } as const
-      )[message.kind];
+      const kind = (Object.keys(TO_WIRE) as Principal["kind"][]).find((k) => TO_WIRE[k] === message.kind) as
+        | "user"
+        | "client"
+        | "machine"
+        | "device";
       return { kind, subjectId: message.subjectId, tenantId: message.tenantId };
     }
     case PrincipalKind.DRONE_SESSION:
