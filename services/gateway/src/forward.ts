@@ -5,6 +5,7 @@ import {
   DomainError,
   isServiceError,
   PRINCIPAL_HEADER,
+  type Principal,
   REQUEST_ID_HEADER,
   ResourceExhaustedError,
   requestIdFrom,
@@ -58,11 +59,24 @@ export async function callerOf(deps: ForwardDeps, ctx: HandlerContext): Promise<
   return caller;
 }
 
+/**
+ * Metadata of a call the gateway makes upstream: the request id (the caller's when sane) and,
+ * for an authenticated caller, its principal signed with the internal key.
+ */
+export function upstreamMetadata(
+  internalKey: string,
+  principal: Principal | null,
+  requestId?: string | null,
+): Metadata {
+  const metadata = new Metadata();
+  if (principal) metadata.set(PRINCIPAL_HEADER, signPrincipal(principal, internalKey));
+  metadata.set(REQUEST_ID_HEADER, requestIdFrom(requestId ?? undefined));
+  return metadata;
+}
+
 /** Call options for the upstream: the signed principal, the request id, deadline and cancellation. */
 export function upstreamOptions(deps: ForwardDeps, caller: EdgeCaller, ctx: HandlerContext) {
-  const metadata = new Metadata();
-  metadata.set(PRINCIPAL_HEADER, signPrincipal(caller.principal, deps.internalKey));
-  metadata.set(REQUEST_ID_HEADER, requestIdFrom(ctx.requestHeader.get(REQUEST_ID_HEADER) ?? undefined));
+  const metadata = upstreamMetadata(deps.internalKey, caller.principal, ctx.requestHeader.get(REQUEST_ID_HEADER));
   const timeoutMs = ctx.timeoutMs();
   return { metadata, deadline: timeoutMs ?? deps.defaultTimeoutMs, signal: ctx.signal };
 }
@@ -76,8 +90,7 @@ function forwarder(deps: ForwardDeps, method: DescMethod, call: (...args: unknow
         return (async (request: unknown, ctx: HandlerContext) => {
           try {
             chargeAddress(deps.limiter, ctx.values.get(PEER));
-            const metadata = new Metadata();
-            metadata.set(REQUEST_ID_HEADER, requestIdFrom(ctx.requestHeader.get(REQUEST_ID_HEADER) ?? undefined));
+            const metadata = upstreamMetadata(deps.internalKey, null, ctx.requestHeader.get(REQUEST_ID_HEADER));
             const options = { metadata, deadline: ctx.timeoutMs() ?? deps.defaultTimeoutMs, signal: ctx.signal };
             return await (call(request, options) as Promise<unknown>);
           } catch (error) {

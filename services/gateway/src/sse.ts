@@ -1,20 +1,14 @@
 import { once } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { toJson } from "@bufbuild/protobuf";
-import { Metadata, status } from "@grpc/grpc-js";
+import type { Code } from "@connectrpc/connect";
+import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
+import { type Metadata, status } from "@grpc/grpc-js";
 import { SubscribeActivityResponseSchema } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { WatchMachinesResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import {
-  DomainError,
-  isServiceError,
-  PRINCIPAL_HEADER,
-  REQUEST_ID_HEADER,
-  ResourceExhaustedError,
-  requestIdFrom,
-  signPrincipal,
-} from "@unimatrix/service-kit";
+import { DomainError, isServiceError, REQUEST_ID_HEADER, ResourceExhaustedError } from "@unimatrix/service-kit";
 import type { EdgeAuthenticator } from "./auth";
-import { chargeAddress } from "./forward";
+import { chargeAddress, upstreamMetadata } from "./forward";
 import type { RateLimiter } from "./rate-limit";
 import type { Upstreams } from "./upstreams";
 
@@ -38,26 +32,6 @@ export interface SseDeps {
   readonly internalKey: string;
   readonly onStream?: (delta: 1 | -1) => void;
 }
-
-/** Connect's name and HTTP status for each gRPC code (the Connect protocol's own table). */
-const CONNECT: Record<number, readonly [string, number]> = {
-  [status.CANCELLED]: ["canceled", 499],
-  [status.UNKNOWN]: ["unknown", 500],
-  [status.INVALID_ARGUMENT]: ["invalid_argument", 400],
-  [status.DEADLINE_EXCEEDED]: ["deadline_exceeded", 504],
-  [status.NOT_FOUND]: ["not_found", 404],
-  [status.ALREADY_EXISTS]: ["already_exists", 409],
-  [status.PERMISSION_DENIED]: ["permission_denied", 403],
-  [status.RESOURCE_EXHAUSTED]: ["resource_exhausted", 429],
-  [status.FAILED_PRECONDITION]: ["failed_precondition", 400],
-  [status.ABORTED]: ["aborted", 409],
-  [status.OUT_OF_RANGE]: ["out_of_range", 400],
-  [status.UNIMPLEMENTED]: ["unimplemented", 501],
-  [status.INTERNAL]: ["internal", 500],
-  [status.UNAVAILABLE]: ["unavailable", 503],
-  [status.DATA_LOSS]: ["data_loss", 500],
-  [status.UNAUTHENTICATED]: ["unauthenticated", 401],
-};
 
 /** Writes one frame; false when the socket buffer is full (wait for `drain`). */
 function writeFrame(response: ServerResponse, frame: SseFrame): boolean {
@@ -105,9 +79,12 @@ async function serveStream<M>(
     if (!deps.limiter.take(caller.credentialKey)) {
       throw new ResourceExhaustedError("rate limit exceeded for this credential; slow down");
     }
-    const metadata = new Metadata();
-    metadata.set(PRINCIPAL_HEADER, signPrincipal(caller.principal, deps.internalKey));
-    metadata.set(REQUEST_ID_HEADER, requestIdFrom(request.headers[REQUEST_ID_HEADER] as string | undefined));
+    const requestId = request.headers[REQUEST_ID_HEADER];
+    const metadata = upstreamMetadata(
+      deps.internalKey,
+      caller.principal,
+      typeof requestId === "string" ? requestId : null,
+    );
     const stream = open({ metadata, signal: controller.signal });
     deps.onStream?.(1);
     try {
@@ -144,12 +121,12 @@ async function serveStream<M>(
     if (controller.signal.aborted && request.destroyed) return;
     const { code, message } = errorStatus(error);
     if (!started) {
-      const [name, httpStatus] = CONNECT[code] ?? ["internal", 500];
-      response.writeHead(httpStatus, { "content-type": "application/json" });
-      const body = JSON.stringify({ code: name, message });
+      // Connect's own code names and HTTP statuses (the gRPC codes are Connect's codes).
+      response.writeHead(codeToHttpStatus(code as number as Code), { "content-type": "application/json" });
+      const body = JSON.stringify({ code: codeToString(code as number as Code), message });
       response.end(body);
     } else {
-      writeFrame(response, { event: "error", data: { code: CONNECT[code]?.[0] ?? "internal", message } });
+      writeFrame(response, { event: "error", data: { code: codeToString(code as number as Code), message } });
       response.end();
     }
   }

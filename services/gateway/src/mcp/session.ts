@@ -1,20 +1,12 @@
-import { randomUUID } from "node:crypto";
 import { toJson } from "@bufbuild/protobuf";
-import { Metadata, status } from "@grpc/grpc-js";
+import { status } from "@grpc/grpc-js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { AttachSeatOutcome, type AttachSeatResponse } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { EntrySchema, NotificationSchema } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import {
-  DomainError,
-  InvalidArgumentError,
-  isServiceError,
-  type Logger,
-  PRINCIPAL_HEADER,
-  REQUEST_ID_HEADER,
-  signPrincipal,
-} from "@unimatrix/service-kit";
+import { DomainError, InvalidArgumentError, isServiceError, type Logger } from "@unimatrix/service-kit";
 import type { EdgeAuthenticator, EdgeCaller } from "../auth";
+import { upstreamMetadata } from "../forward";
 import type { Upstreams } from "../upstreams";
 
 /** What a session needs from the gateway. */
@@ -142,9 +134,7 @@ export class McpSession {
   }
 
   #options(principal: EdgeCaller["principal"], signal?: AbortSignal) {
-    const metadata = new Metadata();
-    metadata.set(PRINCIPAL_HEADER, signPrincipal(principal, this.deps.internalKey));
-    metadata.set(REQUEST_ID_HEADER, randomUUID());
+    const metadata = upstreamMetadata(this.deps.internalKey, principal);
     return { metadata, deadline: this.deps.timeoutMs, ...(signal ? { signal } : {}) };
   }
 
@@ -206,15 +196,9 @@ export class McpSession {
   }
 }
 
-const CODE_NAMES: Record<number, string> = Object.fromEntries(
-  Object.entries(status)
-    .filter(([, value]) => typeof value === "number")
-    .map(([name, value]) => [value as number, name]),
-);
-
 /** `CODE: message` for a caller-visible error; undefined for an unexpected one. */
 function describe(error: unknown): string | undefined {
-  if (error instanceof DomainError) return `${CODE_NAMES[error.code]}: ${error.message}`;
-  if (isServiceError(error)) return `${CODE_NAMES[error.code]}: ${error.details}`;
+  if (error instanceof DomainError) return `${status[error.code]}: ${error.message}`;
+  if (isServiceError(error)) return `${status[error.code]}: ${error.details}`;
   return undefined;
 }
