@@ -250,8 +250,10 @@ describe("Dockerfile", () => {
       const paths = readFileSync(join(root, "services", service, "src", "paths.ts"), "utf8");
       expect(paths).toContain('join(__dirname, "..", "prisma", "migrations")');
     }
+    // The migration Job takes each service's own migrationsDir (checked above), not a path of its own.
     const migrate = readFileSync(join(root, "packages", "launcher", "src", "migrate.ts"), "utf8");
-    expect(migrate).toContain('"services", service, "prisma", "migrations"');
+    for (const service of ["cube", "device", "presence"])
+      expect(migrate).toContain(`${service}: ${service}.migrationsDir`);
   });
 });
 

@@ -1,6 +1,14 @@
 #!/usr/bin/env node
-import { join } from "node:path";
-import { applyMigrations, commonEnv, openDatabase, readConfig, readMigrations } from "@unimatrix/service-kit";
+import * as cube from "@unimatrix/cube";
+import * as device from "@unimatrix/device";
+import * as presence from "@unimatrix/presence";
+import { commonEnv, migrateDatabase, openDatabase, readConfig } from "@unimatrix/service-kit";
+
+const SERVICES: Record<string, string> = {
+  cube: cube.migrationsDir,
+  device: device.migrationsDir,
+  presence: presence.migrationsDir,
+};
 
 /**
  * `migrate [service ...]`: applies the services' SQL migrations and exits; what the Helm
@@ -9,20 +17,16 @@ import { applyMigrations, commonEnv, openDatabase, readConfig, readMigrations } 
 async function main(): Promise<void> {
   const config = readConfig(commonEnv);
   const asked = process.argv.slice(2);
-  const services = asked.length > 0 ? asked : ["cube", "device", "presence"];
-  for (const service of services) {
-    const dir = join(__dirname, "..", "..", "..", "services", service, "prisma", "migrations");
+  const unknown = asked.filter((name) => !(name in SERVICES));
+  if (unknown.length > 0)
+    throw new Error(`unknown service ${unknown.join(", ")}; choose from ${Object.keys(SERVICES).join(", ")}`);
+  for (const service of asked.length > 0 ? asked : Object.keys(SERVICES)) {
     const database = await openDatabase({ service, url: config.databaseUrl, dataDir: config.dataDir });
     try {
-      const session = await database.openSession();
-      try {
-        const result = await applyMigrations(session, database.schema, readMigrations(dir));
-        process.stdout.write(
-          `${service}: applied ${result.applied.length}, already applied ${result.alreadyApplied.length}\n`,
-        );
-      } finally {
-        await session.close();
-      }
+      const result = await migrateDatabase(database, SERVICES[service]!);
+      process.stdout.write(
+        `${service}: applied ${result.applied.length}, already applied ${result.alreadyApplied.length}\n`,
+      );
     } finally {
       await database.close();
     }

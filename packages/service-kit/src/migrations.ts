@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Database } from "./database";
 import type { SqlSession } from "./sql";
 
 /** One SQL migration in Prisma's layout: `<dir>/<name>/migration.sql`. */
@@ -95,5 +96,15 @@ export async function applyMigrations(
     return { applied, alreadyApplied, newer };
   } finally {
     await session.query("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey]);
+  }
+}
+
+/** Applies a service's migrations (`<dir>/<name>/migration.sql`) to an opened store, on a session of its own. */
+export async function migrateDatabase(database: Database, migrationsDir: string): Promise<MigrationResult> {
+  const session = await database.openSession();
+  try {
+    return await applyMigrations(session, database.schema, readMigrations(migrationsDir));
+  } finally {
+    await session.close();
   }
 }

@@ -8,7 +8,7 @@ import { ConfigError, type ConfigOf, type commonEnv } from "./config";
 import { type Database, openDatabase } from "./database";
 import { type Authenticate, GrpcHost } from "./grpc/host";
 import { createLogger } from "./logger";
-import { applyMigrations, readMigrations } from "./migrations";
+import { migrateDatabase } from "./migrations";
 
 /** The settings every service shares, as read by `readConfig(commonEnv)`. */
 export type CommonConfig = ConfigOf<typeof commonEnv>;
@@ -113,15 +113,9 @@ export async function startGrpcService(options: GrpcServiceOptions): Promise<Run
   const ownsBus = options.bus === undefined;
   let bus: Bus | undefined;
   try {
-    const session = await database.openSession();
-    try {
-      const result = await applyMigrations(session, database.schema, readMigrations(options.migrationsDir));
-      logger.info({ applied: result.applied, schema: database.schema }, "migrations applied");
-      if (result.newer.length > 0)
-        logger.warn({ newer: result.newer }, "database has migrations newer than this build");
-    } finally {
-      await session.close();
-    }
+    const result = await migrateDatabase(database, options.migrationsDir);
+    logger.info({ applied: result.applied, schema: database.schema }, "migrations applied");
+    if (result.newer.length > 0) logger.warn({ newer: result.newer }, "database has migrations newer than this build");
     bus = options.bus ?? (await openBus({ url: config.redisUrl, prefix: config.busPrefix, logger }));
     const base = { database, bus, logger, clock, internalKey, operatorToken: config.operatorToken };
     const host = new GrpcHost({ logger, authenticate: options.authenticate?.(base) });

@@ -1,2 +1,3 @@
 export { deviceEnv } from "./config";
+export { migrationsDir } from "./paths";
 export { type DeviceServiceOptions, type RunningDevice, startDevice } from "./server";

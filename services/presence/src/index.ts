@@ -1,2 +1,3 @@
 export { presenceEnv } from "./config";
+export { migrationsDir } from "./paths";
 export { type PresenceServiceOptions, startPresence } from "./server";
