@@ -18,3 +18,4 @@ export * from "./rules";
 export * from "./runtime";
 export * from "./service";
 export * from "./store";
+export * from "./system";
