@@ -70,7 +70,7 @@ describe("Feed (kit): drain once per key, fan out, cut laggards", () => {
     const taken = queues.map((q) => q.take());
     expect(seqs(taken[0]!)).toEqual([1, 2, 3]);
     // Shared, not copied: the message a stream writes is built (and encoded) once per replica.
-    for (const items of taken) items.forEach((item, i) => expect(item).toBe(taken[0]![i]));
+    for (const items of taken) for (const [i, item] of items.entries()) expect(item).toBe(taken[0]![i]);
   });
 
   it("reads page by page until level, in order; other keys are not read", async () => {
