@@ -16,7 +16,7 @@ import {
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { principalKindOf } from "@unimatrix/service-kit";
 import { encodeCursor } from "./cursor";
-import type { ActivityItem as ActivityRow, ApiClient, Cube, Decision, Drone, Role } from "./generated/prisma/client";
+import type { ActivityItem as ActivityRow, ApiClient, Cube, Decision, Drone, Role } from "../generated/prisma/client";
 
 const ts = (date: Date) => timestampFromDate(date);
 const optTs = (date: Date | null | undefined) => (date ? timestampFromDate(date) : undefined);

@@ -6,7 +6,7 @@ import {
   type Principal,
 } from "@unimatrix/service-kit";
 import { type CubeDeps, isUniqueViolation } from "../deps";
-import type { Cube } from "../generated/prisma/client";
+import type { Cube } from "../../generated/prisma/client";
 import { type AccessLevel, clientOf, MANAGE, requireAccess, standing, tenantOf } from "./access";
 import { inTransaction } from "./prisma";
 

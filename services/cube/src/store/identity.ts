@@ -10,7 +10,7 @@ import {
   verifySecret,
 } from "@unimatrix/service-kit";
 import { ACCESS, type CubeDeps, isUniqueViolation, ring } from "../deps";
-import type { ApiClient, Tenant, User } from "../generated/prisma/client";
+import type { ApiClient, Tenant, User } from "../../generated/prisma/client";
 import { bytes, inTransaction, type Tx } from "./prisma";
 
 /** A resolved token: the kit principal plus what the Authenticate RPC reports. */

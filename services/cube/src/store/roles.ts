@@ -7,7 +7,7 @@ import {
   type Principal,
 } from "@unimatrix/service-kit";
 import { type CubeDeps, isUniqueViolation } from "../deps";
-import type { Role } from "../generated/prisma/client";
+import type { Role } from "../../generated/prisma/client";
 import { MAX_DOCUMENT_BYTES } from "../validate";
 import { MANAGE, READ, requireAccess } from "./access";
 import { inTransaction, type Tx } from "./prisma";

@@ -7,7 +7,7 @@ import { type Bus, type BusSubscription, encodeOnce } from "@unimatrix/service-k
 import type { Logger } from "pino";
 import type { WireItem } from "../convert";
 import { ACCESS } from "../deps";
-import type { ActivityItem as ActivityRow } from "../generated/prisma/client";
+import type { ActivityItem as ActivityRow } from "../../generated/prisma/client";
 import { toItems } from "../store/activity";
 import type { PrismaClient } from "../store/prisma";
 
