@@ -1,3 +1,2 @@
-export { cubeEnv } from "./config";
-export { migrationsDir } from "./paths";
-export { type CubeServiceOptions, type RunningCube, startCube } from "./server";
+export { type CubeConfig, cubeEnv, readCubeConfig } from "./config";
+export { type CubeServiceOptions, migrationsDir, type RunningCube, startCube } from "./service";

@@ -7,7 +7,7 @@ import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { createClient } from "@unimatrix/service-kit";
 import { testConfig } from "@unimatrix/service-kit/testing";
-import { startCube } from "../src/server";
+import { startCube } from "../src/service";
 import { as, OPERATOR_TOKEN } from "./harness";
 
 describe("embedded default (PGlite + in-process bus)", () => {

@@ -7,7 +7,7 @@ import { type Clock, createClient, type TypedClient } from "@unimatrix/service-k
 import { testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
 import pg from "pg";
 import type { CubeConfig } from "../src/config";
-import { type RunningCube, startCube } from "../src/server";
+import { type RunningCube, startCube } from "../src/service";
 
 export const OPERATOR_TOKEN = "umx_operator_testlookup_0123456789abcdef0123";
 

@@ -1,16 +1,9 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import {
-  AttachSeatOutcome,
-  type CubeService,
-  RoleSectionOp,
-} from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
+import { type CubeService, RoleSectionOp } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { RoleClass } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { InvalidArgumentError, type ServiceImpl } from "@unimatrix/service-kit";
-import { cubeToWire, droneToWire, roleToWire } from "../convert";
-import type { CubeDeps } from "../deps";
-import { createCube, getCube, listCubes, updateCube } from "../store/cubes";
-import { createRole, listRoles, patchRoleSection, type RoleFields, type SectionOp, updateRole } from "../store/roles";
-import { attachSeat, dronesSince, evictDrone, listDrones } from "../store/seats";
+import { attachToWire, cubeToWire, droneToWire, roleToWire } from "../convert";
+import { MANAGE } from "../rules/access";
 import {
   boundedBytes,
   decodePageToken,
@@ -21,9 +14,14 @@ import {
   optionalUuid,
   pageSize,
   shortText,
-  taxonomy,
   uuid,
-} from "../validate";
+} from "../rules/request";
+import type { SectionOp } from "../rules/sections";
+import { taxonomy } from "../rules/taxonomy";
+import { createCube, getCube, listCubes, updateCube } from "../store/cubes";
+import { createRole, listRoles, patchRoleSection, type RoleFields, updateRole } from "../store/roles";
+import { attachSeat, dronesSince, evictDrone, listDrones } from "../store/seats";
+import type { CubeDeps } from "./deps";
 
 const CLASSES = [RoleClass.QUEEN, RoleClass.WORKER] as const;
 const className = (c: RoleClass): "queen" | "worker" => (c === RoleClass.QUEEN ? "queen" : "worker");
@@ -34,7 +32,7 @@ const OPS: Record<number, SectionOp> = {
 };
 
 /** CubeService: cubes, roles and seats. */
-export function cubeHandlers(deps: CubeDeps): Partial<ServiceImpl<typeof CubeService>> {
+export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
   return {
     async createCube(request, ctx) {
       const requestKey = uuid("request_key", request.requestKey);
@@ -50,7 +48,7 @@ export function cubeHandlers(deps: CubeDeps): Partial<ServiceImpl<typeof CubeSer
         directive,
         taxonomyJson,
       });
-      return { cube: cubeToWire(cube, 3), created };
+      return { cube: cubeToWire(cube, MANAGE), created };
     },
 
     async listCubes(request, ctx) {
@@ -163,14 +161,7 @@ export function cubeHandlers(deps: CubeDeps): Partial<ServiceImpl<typeof CubeSer
         sessionToken: request.sessionToken,
         hostname,
       });
-      if (result.outcome === "rejected") return { outcome: AttachSeatOutcome.SESSION_REJECTED };
-      return {
-        outcome: result.outcome === "created" ? AttachSeatOutcome.CREATED : AttachSeatOutcome.REUSED,
-        drone: droneToWire(result.drone),
-        sessionId: result.session.id,
-        sessionToken: result.token ?? "",
-        sessionExpiresAt: timestampFromDate(result.session.expiresAt),
-      };
+      return attachToWire(result);
     },
 
     async listDrones(request, ctx) {

@@ -5,10 +5,11 @@ import {
   PermissionDeniedError,
   type Principal,
 } from "@unimatrix/service-kit";
-import { type CubeDeps, isUniqueViolation } from "../deps";
-import type { Cube } from "../../generated/prisma/client";
-import { type AccessLevel, clientOf, MANAGE, requireAccess, standing, tenantOf } from "./access";
-import { inTransaction } from "./prisma";
+import type { CubeDeps } from "../handlers/deps";
+import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";
+import { requireAccess, standing } from "./access";
+import { inTransaction, isUniqueViolation } from "./prisma";
+import type { Cube } from "./rows";
 
 /** What a new cube is made of. */
 export interface NewCube {

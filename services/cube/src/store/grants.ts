@@ -1,8 +1,10 @@
 import { FailedPreconditionError, NotFoundError, type Principal } from "@unimatrix/service-kit";
-import { ACCESS, type CubeDeps, ring } from "../deps";
-import type { CubeGrant } from "../../generated/prisma/client";
-import { type AccessLevel, clientOf, MANAGE, requireAccess, tenantOf } from "./access";
+import type { CubeDeps } from "../handlers/deps";
+import { ACCESS, ring } from "../live/channels";
+import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";
+import { requireAccess } from "./access";
 import { inTransaction, type Tx } from "./prisma";
+import type { CubeGrant } from "./rows";
 
 async function checkGrantCaller(tx: Tx, principal: Principal, cubeId: string, clientId: string) {
   const tenantId = tenantOf(principal);

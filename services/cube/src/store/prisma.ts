@@ -20,3 +20,9 @@ export function inTransaction<T>(prisma: PrismaClient, fn: (tx: Tx) => Promise<T
 export function bytes(buffer: Uint8Array): Uint8Array<ArrayBuffer> {
   return new Uint8Array(buffer);
 }
+
+/** True for a unique-constraint violation from Prisma (any adapter). */
+export function isUniqueViolation(error: unknown): boolean {
+  const e = error as { code?: string; message?: string; cause?: { code?: string } } | null;
+  return e?.code === "P2002" || e?.cause?.code === "23505" || /Unique constraint|23505/.test(e?.message ?? "");
+}

@@ -6,13 +6,16 @@ import {
   type SubscribeActivityResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { type CallContext, type Principal, ResourceExhaustedError } from "@unimatrix/service-kit";
-import { encodeCursor } from "../cursor";
-import type { CubeDeps } from "../deps";
-import { READ, requireAccess } from "../store/access";
-import { positionOf, scanVisible, toItems, type Viewer, viewerOf, visibleTo } from "../store/activity";
-import { sessionUsable } from "../store/identity";
-import { uuid } from "../validate";
-import { eventOf, type FedItem, type FeedHub, type FeedListener } from "./feed";
+import { eventOf } from "../convert";
+import type { CubeDeps } from "../handlers/deps";
+import { READ } from "../rules/access";
+import { encodeCursor } from "../rules/cursor";
+import { uuid } from "../rules/request";
+import { type Viewer, viewerOf, visibleTo } from "../rules/visibility";
+import { requireAccess } from "../store/access";
+import { loadItems, positionOf, scanVisible } from "../store/activity";
+import { revokedReason } from "../store/identity";
+import type { FedItem, FeedHub, FeedListener } from "./feed";
 
 type Event = MessageInitShape<typeof SubscribeActivityResponseSchema>;
 
@@ -112,7 +115,7 @@ class StreamSink implements FeedListener {
   }
 
   async #recheck(): Promise<void> {
-    const reason = await revokedReason(this.deps, this.principal, this.cubeId).catch(() => undefined);
+    const reason = await revokedReason(this.deps, this.principal).catch(() => undefined);
     if (reason === undefined) return;
     if (reason === null) {
       try {
@@ -157,21 +160,11 @@ class StreamSink implements FeedListener {
   }
 }
 
-/** Why a principal's credential no longer works: a reason, null when it still does, for this stream. */
-async function revokedReason(deps: CubeDeps, principal: Principal, cubeId: string): Promise<string | null> {
-  if (principal.kind === "drone-session") {
-    return (await sessionUsable(deps, principal.subjectId, deps.clock.now())) ? null : "drone session revoked";
-  }
-  if (principal.kind === "client") {
-    const client = await deps.prisma.apiClient.findUnique({ where: { id: principal.subjectId } });
-    return client && !client.revokedAt ? null : "client revoked";
-  }
-  void cubeId;
-  return null;
-}
-
-/** The SubscribeActivity server stream. */
-export function subscribeActivity(deps: CubeDeps, hub: FeedHub) {
+/** The SubscribeActivity server stream (one per replica: it counts the open streams per credential). */
+export function subscribeActivity(
+  deps: CubeDeps,
+  hub: FeedHub,
+): (request: SubscribeActivityRequest, ctx: CallContext) => AsyncGenerator<Event> {
   /** Open streams per credential on this replica. */
   const openStreams = new Map<string, number>();
   return async function* (request: SubscribeActivityRequest, ctx: CallContext): AsyncGenerator<Event> {
@@ -229,7 +222,7 @@ async function* catchUp(deps: CubeDeps, sink: StreamSink): AsyncGenerator<Event>
   for (;;) {
     sink.dirty = false;
     const page = await scanVisible(deps.prisma, sink.cubeId, sink.last, sink.viewer, 500);
-    const items = await toItems(deps.prisma, page.rows);
+    const items = await loadItems(deps.prisma, page.rows);
     for (const item of items) yield eventOf(item);
     const moved = page.last !== sink.last;
     sink.last = page.last;

@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
@@ -8,16 +10,29 @@ import {
   startGrpcService,
 } from "@unimatrix/service-kit";
 import { type CubeConfig, readCubeConfig } from "./config";
-import type { CubeDeps } from "./deps";
 import { activityHandlers } from "./handlers/activity";
 import { cubeHandlers } from "./handlers/cube";
+import type { CubeDeps } from "./handlers/deps";
 import { identityHandlers } from "./handlers/identity";
-import { migrationsDir } from "./paths";
+import { FeedHub } from "./live/feed";
 import { StorageGuard } from "./store/guard";
 import { resolveToken } from "./store/identity";
 import { scanLiveness } from "./store/liveness";
 import { openPrisma } from "./store/prisma";
-import { FeedHub } from "./stream/feed";
+
+/** The service's package folder: the nearest folder above this file with a package.json (src/ and dist/src/ alike). */
+function packageRoot(from: string): string {
+  let dir = from;
+  while (!existsSync(join(dir, "package.json"))) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error(`no package.json above ${from}`);
+    dir = up;
+  }
+  return dir;
+}
+
+/** The service's SQL migrations (Prisma layout), found from src/ and dist/src/ alike. */
+export const migrationsDir = join(packageRoot(__dirname), "prisma", "migrations");
 
 /** How to start the cube service: config, port and optional shared bus, logger, clock and schema. */
 export type CubeServiceOptions = Omit<GrpcServiceOptions, "name" | "migrationsDir" | "wire" | "authenticate"> & {

@@ -46,38 +46,6 @@ export const MAX_DOCUMENT_BYTES = 100_000;
 /** The largest activity message or decision rationale, in UTF-8 bytes. */
 export const MAX_MESSAGE_BYTES = 32_768;
 
-/** A taxonomy: a JSON object as text within 100,000 bytes; returns its canonical text. */
-export function taxonomy(field: string, value: string): string {
-  boundedBytes(field, value, MAX_DOCUMENT_BYTES);
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(value);
-  } catch {
-    throw new InvalidArgumentError(field, "must be valid JSON");
-  }
-  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
-    throw new InvalidArgumentError(field, "must be a JSON object");
-  return value;
-}
-
-/**
- * The message kinds a taxonomy allows: the entries of its `kinds` array (strings, or objects
- * with a `name`), the keys of its `kinds` object, or else its own top-level keys.
- */
-export function taxonomyKinds(json: string): Set<string> {
-  const parsed = JSON.parse(json) as Record<string, unknown>;
-  const kinds = parsed.kinds;
-  if (Array.isArray(kinds)) {
-    return new Set(
-      kinds
-        .map((k) => (typeof k === "string" ? k : (k as { name?: unknown } | null)?.name))
-        .filter((k): k is string => typeof k === "string"),
-    );
-  }
-  if (kinds && typeof kinds === "object") return new Set(Object.keys(kinds));
-  return new Set(Object.keys(parsed));
-}
-
 /** Requires a known (non-zero) enum value. */
 export function enumValue<T extends number>(field: string, value: T, allowed: readonly T[]): T {
   if (!allowed.includes(value)) throw new InvalidArgumentError(field, "must be one of the defined values");
@@ -107,10 +75,4 @@ export function decodePageToken(token: string, scope: string): number {
     // fall through
   }
   throw new InvalidArgumentError("page_token", "is malformed or was issued for other parameters");
-}
-
-/** Folds whitespace runs to one space, trims and cuts at 200 characters: the notification preview. */
-export function preview(message: string): string {
-  const folded = message.replace(/\s+/gu, " ").trim();
-  return Array.from(folded).slice(0, 200).join("");
 }

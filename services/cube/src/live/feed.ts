@@ -1,15 +1,11 @@
-import { create } from "@bufbuild/protobuf";
-import {
-  type SubscribeActivityResponse,
-  SubscribeActivityResponseSchema,
-} from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import type { SubscribeActivityResponse } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { type Bus, type BusSubscription, encodeOnce } from "@unimatrix/service-kit";
 import type { Logger } from "pino";
-import type { WireItem } from "../convert";
-import { ACCESS } from "../deps";
-import type { ActivityItem as ActivityRow } from "../../generated/prisma/client";
-import { toItems } from "../store/activity";
+import { eventOf } from "../convert";
+import { headOf, loadItems, readAfter } from "../store/activity";
 import type { PrismaClient } from "../store/prisma";
+import type { ActivityRow } from "../store/rows";
+import { ACCESS, cubeChannel } from "./channels";
 
 /**
  * One committed item as the feed hands it to streams: the row (for visibility) and its stream event,
@@ -18,16 +14,6 @@ import type { PrismaClient } from "../store/prisma";
 export interface FedItem {
   readonly row: ActivityRow;
   readonly event: SubscribeActivityResponse;
-}
-
-/** The stream event of an activity item. */
-export function eventOf(item: WireItem): SubscribeActivityResponse {
-  const it = item.item;
-  if (it?.case === "entry")
-    return create(SubscribeActivityResponseSchema, { event: { case: "entry", value: it.value } });
-  if (it?.case === "notification")
-    return create(SubscribeActivityResponseSchema, { event: { case: "notification", value: it.value } });
-  throw new Error("empty activity item");
 }
 
 /** A stream attached to a feed. */
@@ -63,9 +49,9 @@ class CubeFeed {
   ) {}
 
   async open(bus: Bus): Promise<void> {
-    const cube = await this.prisma.cube.findUnique({ where: { id: this.cubeId }, select: { head: true } });
-    this.#head ??= BigInt(cube?.head ?? 0n);
-    this.#subscription = await bus.subscribe(`cube:${this.cubeId}`, (message) => {
+    const head = await headOf(this.prisma, this.cubeId);
+    this.#head ??= head;
+    this.#subscription = await bus.subscribe(cubeChannel(this.cubeId), (message) => {
       if (message === ACCESS) for (const l of this.listeners) l.accessChanged();
       else this.wake();
     });
@@ -95,15 +81,11 @@ class CubeFeed {
     try {
       for (;;) {
         if (this.#head === undefined || this.#closed) return;
-        const rows = await this.prisma.activityItem.findMany({
-          where: { cubeId: this.cubeId, position: { gt: this.#head } },
-          orderBy: { position: "asc" },
-          take: PAGE,
-        });
+        const rows = await readAfter(this.prisma, this.cubeId, this.#head, PAGE);
         if (rows.length === 0) return;
-        const items = await toItems(this.prisma, rows);
+        const items = await loadItems(this.prisma, rows);
         // One event object per item, shared by every stream of this replica: encoded once, not per stream.
-        const fed = rows.map((row, i) => ({ row, event: encodeOnce(eventOf(items[i] as WireItem)) }));
+        const fed = items.map((item) => ({ row: item.row, event: encodeOnce(eventOf(item)) }));
         this.#head = (rows[rows.length - 1] as ActivityRow).position;
         for (const listener of this.listeners) listener.push(fed);
         if (rows.length < PAGE) return;

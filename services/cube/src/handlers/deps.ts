@@ -1,0 +1,15 @@
+import type { Bus, Clock } from "@unimatrix/service-kit";
+import type { Logger } from "pino";
+import type { CubeConfig } from "../config";
+import type { StorageGuard } from "../store/guard";
+import type { PrismaClient } from "../store/prisma";
+
+/** What the cube service's stores, handlers and streams share. */
+export interface CubeDeps {
+  readonly prisma: PrismaClient;
+  readonly clock: Clock;
+  readonly guard: StorageGuard;
+  readonly bus: Bus;
+  readonly logger: Logger;
+  readonly config: CubeConfig;
+}
