@@ -1,0 +1,145 @@
+import { status } from "@grpc/grpc-js";
+import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import { DomainError } from "@unimatrix/service-kit";
+import { checkEntry } from "../src/rules/entry";
+import { decodePageToken, encodePageToken, MAX_MESSAGE_BYTES, name, pageSize, uuid } from "../src/rules/request";
+import { patchSection } from "../src/rules/sections";
+import { taxonomy, taxonomyKinds } from "../src/rules/taxonomy";
+
+/** The status code and message `fn` throws with (fails the test when it throws nothing). */
+function failure(fn: () => unknown): { code: number; message: string } {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof DomainError) return { code: error.code, message: error.message };
+    throw error;
+  }
+  throw new Error("expected a DomainError, nothing was thrown");
+}
+
+const ID = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+describe("ids and sizes", () => {
+  test("uuid: canonical UUIDs pass (upper case is lower-cased), anything else names the field", () => {
+    expect(uuid("cube_id", ID)).toBe(ID);
+    expect(uuid("cube_id", ID.toUpperCase())).toBe(ID);
+    for (const bad of ["", "x", ID.slice(1), `${ID}0`, ID.replaceAll("-", "")])
+      expect(failure(() => uuid("cube_id", bad))).toEqual({
+        code: status.INVALID_ARGUMENT,
+        message: "cube_id: must be a UUID",
+      });
+  });
+
+  test("page_size: 0 is the default 50, larger values are clamped to 500, negative is refused", () => {
+    expect(pageSize(0)).toBe(50);
+    expect(pageSize(1)).toBe(1);
+    expect(pageSize(500)).toBe(500);
+    expect(pageSize(501)).toBe(500);
+    expect(failure(() => pageSize(-1))).toEqual({
+      code: status.INVALID_ARGUMENT,
+      message: "page_size: must not be negative",
+    });
+  });
+
+  test("name: trimmed-nonempty and at most `max` characters (code points)", () => {
+    expect(name("name", "😀".repeat(3), 3)).toBe("😀😀😀");
+    expect(failure(() => name("name", "   ", 3)).message).toBe("name: must not be empty");
+    expect(failure(() => name("name", "abcd", 3)).message).toBe("name: must be at most 3 characters");
+  });
+});
+
+describe("page tokens", () => {
+  test("round-trip within one scope; the empty token is the first page", () => {
+    expect(decodePageToken("", "roles:x")).toBe(0);
+    expect(decodePageToken(encodePageToken(150, "roles:x"), "roles:x")).toBe(150);
+  });
+
+  test("a token issued for other parameters, or tampered, is INVALID_ARGUMENT naming page_token", () => {
+    const token = encodePageToken(50, "drones:x:false");
+    const expected = { code: status.INVALID_ARGUMENT, message: expect.stringMatching(/^page_token: /) };
+    expect(failure(() => decodePageToken(token, "drones:x:true"))).toEqual(expected);
+    expect(failure(() => decodePageToken(`${token}x`, "drones:x:false"))).toEqual(expected);
+    expect(failure(() => decodePageToken("not a token", "drones:x:false"))).toEqual(expected);
+    const negative = Buffer.from(JSON.stringify({ o: -1, s: "drones:x:false" })).toString("base64url");
+    expect(failure(() => decodePageToken(negative, "drones:x:false"))).toEqual(expected);
+  });
+});
+
+describe("AppendEntry checks", () => {
+  const entry = { message: "hi", visibility: Visibility.BROADCAST, recipientDroneIds: [] as string[] };
+
+  test("a broadcast and a direct entry pass, recipients lower-cased", () => {
+    expect(checkEntry(entry)).toEqual({
+      message: "hi",
+      visibility: "broadcast",
+      recipientDroneIds: [],
+      kind: undefined,
+    });
+    expect(
+      checkEntry({ ...entry, visibility: Visibility.DIRECT, recipientDroneIds: [ID.toUpperCase()], kind: "plan" }),
+    ).toEqual({ message: "hi", visibility: "direct", recipientDroneIds: [ID], kind: "plan" });
+  });
+
+  test("each bad field is named, in the order message, visibility, recipients, kind", () => {
+    const cases: [Parameters<typeof checkEntry>[0], string][] = [
+      [{ ...entry, message: "  " }, "message: must not be empty"],
+      [{ ...entry, message: "x".repeat(MAX_MESSAGE_BYTES + 1) }, "message: must be at most 32,768 bytes"],
+      [{ ...entry, message: "  ", visibility: Visibility.UNSPECIFIED }, "message: must not be empty"],
+      [{ ...entry, visibility: Visibility.UNSPECIFIED }, "visibility: must be BROADCAST or DIRECT"],
+      [{ ...entry, recipientDroneIds: [ID] }, "recipient_drone_ids: must be empty for BROADCAST"],
+      [{ ...entry, visibility: Visibility.DIRECT }, "recipient_drone_ids: DIRECT needs 1-100 recipients"],
+      [{ ...entry, visibility: Visibility.DIRECT, recipientDroneIds: ["nope"] }, "recipient_drone_ids: must be a UUID"],
+      [
+        { ...entry, visibility: Visibility.DIRECT, recipientDroneIds: [ID, ID.toUpperCase()] },
+        "recipient_drone_ids: must be distinct",
+      ],
+      [{ ...entry, kind: " " }, "kind: must be 1-64 characters"],
+      [{ ...entry, kind: "k".repeat(65) }, "kind: must be 1-64 characters"],
+    ];
+    for (const [request, message] of cases)
+      expect(failure(() => checkEntry(request))).toEqual({ code: status.INVALID_ARGUMENT, message });
+  });
+
+  test("at most 100 recipients", () => {
+    const ids = (n: number) =>
+      Array.from({ length: n }, (_, i) => `00000000-0000-4000-8000-${i.toString(16).padStart(12, "0")}`);
+    expect(
+      checkEntry({ ...entry, visibility: Visibility.DIRECT, recipientDroneIds: ids(100) }).recipientDroneIds,
+    ).toHaveLength(100);
+    expect(
+      failure(() => checkEntry({ ...entry, visibility: Visibility.DIRECT, recipientDroneIds: ids(101) })).message,
+    ).toBe("recipient_drone_ids: DIRECT needs 1-100 recipients");
+  });
+});
+
+describe("taxonomy", () => {
+  test("a taxonomy must be a JSON object", () => {
+    expect(taxonomy("taxonomy_json", '{"kinds":[]}')).toBe('{"kinds":[]}');
+    expect(failure(() => taxonomy("taxonomy_json", "[1]")).message).toBe("taxonomy_json: must be a JSON object");
+    expect(failure(() => taxonomy("taxonomy_json", "{")).message).toBe("taxonomy_json: must be valid JSON");
+  });
+
+  test("kinds: a kinds array (strings or named objects), a kinds object's keys, else the top-level keys", () => {
+    expect([...taxonomyKinds('{"kinds":["plan",{"name":"risk"},{"x":1},3]}')]).toEqual(["plan", "risk"]);
+    expect([...taxonomyKinds('{"kinds":{"plan":{},"risk":{}}}')]).toEqual(["plan", "risk"]);
+    expect([...taxonomyKinds('{"plan":{},"risk":1}')]).toEqual(["plan", "risk"]);
+  });
+});
+
+describe("role description sections", () => {
+  const doc = "intro\n\n## Duties\nbuild\n\n## Limits\nnone\n";
+
+  test("add appends a section; adding an existing one is FAILED_PRECONDITION", () => {
+    expect(patchSection(doc, "add", "Tools", "jest")).toBe(`${doc.replace(/\n+$/, "")}\n\n## Tools\njest\n`);
+    expect(patchSection("", "add", "Tools", "")).toBe("## Tools\n");
+    expect(failure(() => patchSection(doc, "add", "Duties", "x")).code).toBe(status.FAILED_PRECONDITION);
+  });
+
+  test("replace swaps a section's body; remove drops the heading and body; a missing section is FAILED_PRECONDITION", () => {
+    expect(patchSection(doc, "replace", "Duties", "test\nship")).toBe(
+      "intro\n\n## Duties\ntest\nship\n\n## Limits\nnone\n",
+    );
+    expect(patchSection(doc, "remove", "Duties", "")).toBe("intro\n\n## Limits\nnone\n");
+    expect(failure(() => patchSection(doc, "remove", "Nope", "")).code).toBe(status.FAILED_PRECONDITION);
+  });
+});
