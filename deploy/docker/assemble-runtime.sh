@@ -13,6 +13,8 @@ for ws in $(node -p "require('./package.json').workspaces.join(' ')"); do
     exit 1
   fi
   mkdir -p "$out/$ws"
+  # The composition's one list of services, read at run time next to its dist/.
+  if [ -f "$ws/services.json" ]; then cp "$ws/services.json" "$out/$ws/"; fi
   cp "$ws/package.json" "$out/$ws/"
   cp -R "$ws/dist" "$out/$ws/dist"
   if [ -d "$ws/prisma/migrations" ]; then
