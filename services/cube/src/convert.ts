@@ -29,7 +29,7 @@ import {
   type UserSchema,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { principalKindOf } from "@unimatrix/service-kit";
+import { principalKindOf } from "@unimatrix/service-kit/auth";
 import { encodeCursor } from "./rules/cursor";
 import type { ClaimResult, ReleaseResult } from "./store/reactions";
 import type {

@@ -1,2 +1,9 @@
 export { type CubeConfig, cubeEnv, readCubeConfig } from "./config";
-export { type CubeServiceOptions, migrationsDir, type RunningCube, startCube } from "./service";
+export {
+  type CubeServiceOptions,
+  cubeService,
+  LIVENESS_JOB,
+  migrationsDir,
+  type RunningCube,
+  startCube,
+} from "./service";

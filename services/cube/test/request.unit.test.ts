@@ -2,7 +2,8 @@ import { status } from "@grpc/grpc-js";
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { DomainError } from "@unimatrix/service-kit";
 import { checkEntry } from "../src/rules/entry";
-import { decodePageToken, encodePageToken, MAX_MESSAGE_BYTES, name, pageSize, uuid } from "../src/rules/request";
+import { OffsetPages } from "../src/rules/paging";
+import { MAX_MESSAGE_BYTES, name } from "../src/rules/request";
 import { patchSection } from "../src/rules/sections";
 import { taxonomy, taxonomyKinds } from "../src/rules/taxonomy";
 
@@ -19,28 +20,7 @@ function failure(fn: () => unknown): { code: number; message: string } {
 
 const ID = "0f8fad5b-d9cb-469f-a165-70867728950e";
 
-describe("ids and sizes", () => {
-  test("uuid: canonical UUIDs pass (upper case is lower-cased), anything else names the field", () => {
-    expect(uuid("cube_id", ID)).toBe(ID);
-    expect(uuid("cube_id", ID.toUpperCase())).toBe(ID);
-    for (const bad of ["", "x", ID.slice(1), `${ID}0`, ID.replaceAll("-", "")])
-      expect(failure(() => uuid("cube_id", bad))).toEqual({
-        code: status.INVALID_ARGUMENT,
-        message: "cube_id: must be a UUID",
-      });
-  });
-
-  test("page_size: 0 is the default 50, larger values are clamped to 500, negative is refused", () => {
-    expect(pageSize(0)).toBe(50);
-    expect(pageSize(1)).toBe(1);
-    expect(pageSize(500)).toBe(500);
-    expect(pageSize(501)).toBe(500);
-    expect(failure(() => pageSize(-1))).toEqual({
-      code: status.INVALID_ARGUMENT,
-      message: "page_size: must not be negative",
-    });
-  });
-
+describe("text", () => {
   test("name: trimmed-nonempty and at most `max` characters (code points)", () => {
     expect(name("name", "😀".repeat(3), 3)).toBe("😀😀😀");
     expect(failure(() => name("name", "   ", 3)).message).toBe("name: must not be empty");
@@ -48,36 +28,53 @@ describe("ids and sizes", () => {
   });
 });
 
-describe("page tokens", () => {
-  test("round-trip within one scope; the empty token is the first page", () => {
-    expect(decodePageToken("", "roles:x")).toBe(0);
-    expect(decodePageToken(encodePageToken(150, "roles:x"), "roles:x")).toBe(150);
+describe("offset page tokens", () => {
+  const pages = new OffsetPages("unit-test-key-0123456789abcdef", "ListRoles");
+  const alice = { caller: "client:alice", filter: { cubeId: ID } };
+
+  test("the empty token is the first page; a page with one row more than asked has a next token", () => {
+    expect(pages.offset("", alice)).toBe(0);
+    const first = pages.page([1, 2, 3], 0, 2, alice);
+    expect(first.rows).toEqual([1, 2]);
+    expect(first.next).not.toBe("");
+    expect(pages.offset(first.next, alice)).toBe(2);
+    const last = pages.page([3], 2, 2, alice);
+    expect(last).toEqual({ rows: [3], next: "" });
   });
 
-  test("a token issued for other parameters, or tampered, is INVALID_ARGUMENT naming page_token", () => {
-    const token = encodePageToken(50, "drones:x:false");
-    const expected = { code: status.INVALID_ARGUMENT, message: expect.stringMatching(/^page_token: /) };
-    expect(failure(() => decodePageToken(token, "drones:x:true"))).toEqual(expected);
-    expect(failure(() => decodePageToken(`${token}x`, "drones:x:false"))).toEqual(expected);
-    expect(failure(() => decodePageToken("not a token", "drones:x:false"))).toEqual(expected);
-    const negative = Buffer.from(JSON.stringify({ o: -1, s: "drones:x:false" })).toString("base64url");
-    expect(failure(() => decodePageToken(negative, "drones:x:false"))).toEqual(expected);
+  test("another caller's token, other filters, another RPC's token or a tampered one is INVALID_ARGUMENT naming page_token", () => {
+    const token = pages.page([1, 2, 3], 0, 2, alice).next;
+    const refused = { code: status.INVALID_ARGUMENT, message: expect.stringMatching(/^page_token: /) };
+    expect(failure(() => pages.offset(token, { ...alice, caller: "client:bob" }))).toEqual(refused);
+    expect(failure(() => pages.offset(token, { ...alice, filter: { cubeId: "other" } }))).toEqual(refused);
+    expect(failure(() => new OffsetPages("unit-test-key-0123456789abcdef", "ListDrones").offset(token, alice))).toEqual(
+      refused,
+    );
+    const [body, mac] = token.split(".");
+    const forged = `${Buffer.from("1000").toString("base64url")}.${mac}`;
+    expect(forged).not.toBe(token);
+    expect(failure(() => pages.offset(forged, alice))).toEqual(refused);
+    expect(failure(() => pages.offset(`${body}.`, alice))).toEqual(refused);
+    expect(failure(() => pages.offset("garbage", alice))).toEqual(refused);
   });
 });
 
 describe("AppendEntry checks", () => {
   const entry = { message: "hi", visibility: Visibility.BROADCAST, recipientDroneIds: [] as string[] };
 
-  test("a broadcast and a direct entry pass, recipients lower-cased", () => {
+  test("a broadcast and a direct entry pass", () => {
     expect(checkEntry(entry)).toEqual({
       message: "hi",
       visibility: "broadcast",
       recipientDroneIds: [],
       kind: undefined,
     });
-    expect(
-      checkEntry({ ...entry, visibility: Visibility.DIRECT, recipientDroneIds: [ID.toUpperCase()], kind: "plan" }),
-    ).toEqual({ message: "hi", visibility: "direct", recipientDroneIds: [ID], kind: "plan" });
+    expect(checkEntry({ ...entry, visibility: Visibility.DIRECT, recipientDroneIds: [ID], kind: "plan" })).toEqual({
+      message: "hi",
+      visibility: "direct",
+      recipientDroneIds: [ID],
+      kind: "plan",
+    });
   });
 
   test("each bad field is named, in the order message, visibility, recipients, kind", () => {
@@ -88,9 +85,16 @@ describe("AppendEntry checks", () => {
       [{ ...entry, visibility: Visibility.UNSPECIFIED }, "visibility: must be BROADCAST or DIRECT"],
       [{ ...entry, recipientDroneIds: [ID] }, "recipient_drone_ids: must be empty for BROADCAST"],
       [{ ...entry, visibility: Visibility.DIRECT }, "recipient_drone_ids: DIRECT needs 1-100 recipients"],
-      [{ ...entry, visibility: Visibility.DIRECT, recipientDroneIds: ["nope"] }, "recipient_drone_ids: must be a UUID"],
       [
-        { ...entry, visibility: Visibility.DIRECT, recipientDroneIds: [ID, ID.toUpperCase()] },
+        { ...entry, visibility: Visibility.DIRECT, recipientDroneIds: ["nope"] },
+        "recipient_drone_ids: must be a canonical lowercase UUID",
+      ],
+      [
+        { ...entry, visibility: Visibility.DIRECT, recipientDroneIds: [ID.toUpperCase()] },
+        "recipient_drone_ids: must be a canonical lowercase UUID",
+      ],
+      [
+        { ...entry, visibility: Visibility.DIRECT, recipientDroneIds: [ID, ID] },
         "recipient_drone_ids: must be distinct",
       ],
       [{ ...entry, kind: " " }, "kind: must be 1-64 characters"],

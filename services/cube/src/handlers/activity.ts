@@ -1,5 +1,7 @@
 import type { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import type { ServiceImpl } from "@unimatrix/service-kit";
+import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit";
+import { credentialKey } from "@unimatrix/service-kit/auth";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import {
   claimOutcomeToWire,
   claimToWire,
@@ -8,40 +10,35 @@ import {
   itemToWire,
   releaseOutcomeToWire,
 } from "../convert";
-import type { FeedHub } from "../live/feed";
+import type { ActivityFeed } from "../live/feed";
 import { subscribeActivity } from "../live/subscribe";
 import { encodeCursor } from "../rules/cursor";
 import { checkEntry } from "../rules/entry";
-import {
-  boundedBytes,
-  decodePageToken,
-  encodePageToken,
-  MAX_MESSAGE_BYTES,
-  name,
-  optionalUuid,
-  pageSize,
-  uuid,
-} from "../rules/request";
+import { OffsetPages } from "../rules/paging";
+import { boundedBytes, MAX_MESSAGE_BYTES, name } from "../rules/request";
 import { appendEntry, readActivity, readUnread } from "../store/activity";
 import { listDecisions, recordDecision } from "../store/decisions";
 import { ackEntry, claimEntry, releaseClaim } from "../store/reactions";
 import type { CubeDeps } from "./deps";
 
 /** ActivityService: the log, acks, claims, decisions and the live stream. */
-export function activityHandlers(deps: CubeDeps, hub: FeedHub): ServiceImpl<typeof ActivityService> {
-  const subscribe = subscribeActivity(deps, hub);
+export function activityHandlers(deps: CubeDeps, feed: ActivityFeed): ServiceImpl<typeof ActivityService> {
+  const subscribe = subscribeActivity(deps, feed);
+  /** Reads a cube's new rows on this replica now (a failed read is logged by the feed, which heals on its timer). */
+  const wake = (cubeId: string) => void feed.wake(cubeId).catch(() => {});
+  const decisionPages = new OffsetPages(deps.internalKey, "ListDecisions");
   return {
     async appendEntry(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
       const input = checkEntry(request);
       const entry = await appendEntry(deps, await ctx.principal(), cubeId, input);
-      hub.wake(cubeId);
+      wake(cubeId);
       return { entry: entryToWire(entry) };
     },
 
     async readActivity(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
-      const size = pageSize(request.pageSize);
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const size = pageSize("page_size", request.pageSize);
       const page = await readActivity(deps, await ctx.principal(), cubeId, request.cursor, size);
       return {
         items: page.items.map(itemToWire),
@@ -51,25 +48,25 @@ export function activityHandlers(deps: CubeDeps, hub: FeedHub): ServiceImpl<type
     },
 
     async readUnread(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
-      const size = pageSize(request.pageSize);
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const size = pageSize("page_size", request.pageSize);
       const page = await readUnread(deps, await ctx.principal(), cubeId, size);
       return { items: page.items.map(itemToWire), cursor: encodeCursor(cubeId, page.last), hasMore: page.hasMore };
     },
 
     async ackEntry(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
-      const entryId = uuid("entry_id", request.entryId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const entryId = requireUuid("entry_id", request.entryId);
       const result = await ackEntry(deps, await ctx.principal(), cubeId, entryId);
-      if (result.newlyAcked) hub.wake(cubeId);
+      if (result.newlyAcked) wake(cubeId);
       return { newlyAcked: result.newlyAcked, entry: entryToWire(result.entry) };
     },
 
     async claimEntry(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
-      const entryId = uuid("entry_id", request.entryId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const entryId = requireUuid("entry_id", request.entryId);
       const result = await claimEntry(deps, await ctx.principal(), cubeId, entryId);
-      if (result.outcome === "claimed") hub.wake(cubeId);
+      if (result.outcome === "claimed") wake(cubeId);
       return {
         outcome: claimOutcomeToWire(result.outcome),
         claim: claimToWire(result.claim),
@@ -78,10 +75,10 @@ export function activityHandlers(deps: CubeDeps, hub: FeedHub): ServiceImpl<type
     },
 
     async releaseClaim(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
-      const entryId = uuid("entry_id", request.entryId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const entryId = requireUuid("entry_id", request.entryId);
       const result = await releaseClaim(deps, await ctx.principal(), cubeId, entryId);
-      if (result.outcome === "released") hub.wake(cubeId);
+      if (result.outcome === "released") wake(cubeId);
       return {
         outcome: releaseOutcomeToWire(result.outcome),
         claim: claimToWire(result.claim),
@@ -90,7 +87,7 @@ export function activityHandlers(deps: CubeDeps, hub: FeedHub): ServiceImpl<type
     },
 
     async recordDecision(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
       const title = name("title", request.title, 500);
       const rationale = boundedBytes("rationale", request.rationale, MAX_MESSAGE_BYTES);
       const entryId = optionalUuid("entry_id", request.entryId);
@@ -99,15 +96,18 @@ export function activityHandlers(deps: CubeDeps, hub: FeedHub): ServiceImpl<type
     },
 
     async listDecisions(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
-      const size = pageSize(request.pageSize);
-      const scope = `decisions:${cubeId}`;
-      const offset = decodePageToken(request.pageToken, scope);
-      const rows = await listDecisions(deps, await ctx.principal(), cubeId, offset, size);
-      return {
-        decisions: rows.slice(0, size).map(decisionToWire),
-        nextPageToken: rows.length > size ? encodePageToken(offset + size, scope) : "",
-      };
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const size = pageSize("page_size", request.pageSize);
+      const principal = await ctx.principal();
+      const binding = { caller: credentialKey(principal), filter: { cubeId } };
+      const offset = decisionPages.offset(request.pageToken, binding);
+      const page = decisionPages.page(
+        await listDecisions(deps, principal, cubeId, offset, size),
+        offset,
+        size,
+        binding,
+      );
+      return { decisions: page.rows.map(decisionToWire), nextPageToken: page.next };
     },
 
     subscribeActivity: subscribe,

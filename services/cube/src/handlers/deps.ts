@@ -1,4 +1,5 @@
-import type { Bus, Clock } from "@unimatrix/service-kit";
+import type { Clock } from "@unimatrix/service-kit";
+import type { Bus } from "@unimatrix/service-kit/bus";
 import type { Logger } from "pino";
 import type { CubeConfig } from "../config";
 import type { StorageGuard } from "../store/guard";
@@ -12,4 +13,6 @@ export interface CubeDeps {
   readonly bus: Bus;
   readonly logger: Logger;
   readonly config: CubeConfig;
+  /** The installation's internal key (seals page tokens). */
+  readonly internalKey: string;
 }

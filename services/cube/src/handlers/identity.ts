@@ -1,16 +1,19 @@
 import type { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { CubeAccess } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import {
-  constantTimeEquals,
   InvalidArgumentError,
+  optionalUuid,
   PermissionDeniedError,
-  parseToken,
-  type ServiceImpl,
+  pageSize,
+  requireUuid,
   UnauthenticatedError,
 } from "@unimatrix/service-kit";
+import { constantTimeEquals, credentialKey, parseToken } from "@unimatrix/service-kit/auth";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { authenticatedToWire, clientToWire, grantToWire, tenantToWire, userToWire } from "../convert";
 import { type AccessLevel, clientOf, tenantOf, userTenantOf } from "../rules/access";
-import { decodePageToken, encodePageToken, enumValue, name, optionalUuid, pageSize, uuid } from "../rules/request";
+import { OffsetPages } from "../rules/paging";
+import { enumValue, name } from "../rules/request";
 import { listCubeGrants, revokeCubeGrant, setCubeGrant } from "../store/grants";
 import {
   createTenant,
@@ -30,6 +33,8 @@ export function identityHandlers(
   deps: CubeDeps,
   operatorToken: string | undefined,
 ): ServiceImpl<typeof IdentityService> {
+  const clientPages = new OffsetPages(deps.internalKey, "ListClients");
+  const grantPages = new OffsetPages(deps.internalKey, "ListCubeGrants");
   return {
     async createTenant(request, ctx) {
       const tenantName = name("name", request.name, 200);
@@ -58,7 +63,7 @@ export function identityHandlers(
     },
 
     async rotateClientCredential(request, ctx) {
-      const clientId = uuid("client_id", request.clientId);
+      const clientId = requireUuid("client_id", request.clientId);
       const principal = await ctx.principal();
       const tenantId = tenantOf(principal);
       if (principal.kind !== "user" && !(principal.kind === "client" && principal.subjectId === clientId))
@@ -68,52 +73,49 @@ export function identityHandlers(
     },
 
     async revokeClient(request, ctx) {
-      const clientId = uuid("client_id", request.clientId);
+      const clientId = requireUuid("client_id", request.clientId);
       const tenantId = userTenantOf(await ctx.principal());
       return { client: clientToWire(await revokeClient(deps, tenantId, clientId)) };
     },
 
     async listClients(request, ctx) {
-      const size = pageSize(request.pageSize);
+      const size = pageSize("page_size", request.pageSize);
       const principal = await ctx.principal();
       const tenantId = tenantOf(principal);
-      const scope = `clients:${request.includeRevoked}`;
-      const offset = decodePageToken(request.pageToken, scope);
+      const binding = { caller: credentialKey(principal), filter: { includeRevoked: request.includeRevoked } };
+      const offset = clientPages.offset(request.pageToken, binding);
       const own = clientOf(principal);
       if (principal.kind !== "user" && principal.kind !== "client")
         throw new PermissionDeniedError("only users and clients list clients");
       const rows = await listClients(deps, tenantId, { own, includeRevoked: request.includeRevoked }, offset, size);
-      return {
-        clients: rows.slice(0, size).map(clientToWire),
-        nextPageToken: rows.length > size ? encodePageToken(offset + size, scope) : "",
-      };
+      const page = clientPages.page(rows, offset, size, binding);
+      return { clients: page.rows.map(clientToWire), nextPageToken: page.next };
     },
 
     async setCubeGrant(request, ctx) {
-      const clientId = uuid("client_id", request.clientId);
-      const cubeId = uuid("cube_id", request.cubeId);
+      const clientId = requireUuid("client_id", request.clientId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
       const access = enumValue("access", request.access, ACCESS_LEVELS);
       const grant = await setCubeGrant(deps, await ctx.principal(), clientId, cubeId, access as AccessLevel);
       return { grant: grantToWire(grant) };
     },
 
     async revokeCubeGrant(request, ctx) {
-      const clientId = uuid("client_id", request.clientId);
-      const cubeId = uuid("cube_id", request.cubeId);
+      const clientId = requireUuid("client_id", request.clientId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
       return { removed: await revokeCubeGrant(deps, await ctx.principal(), clientId, cubeId) };
     },
 
     async listCubeGrants(request, ctx) {
       const clientId = optionalUuid("client_id", request.clientId);
       const cubeId = optionalUuid("cube_id", request.cubeId);
-      const size = pageSize(request.pageSize);
-      const scope = `grants:${clientId ?? ""}:${cubeId ?? ""}`;
-      const offset = decodePageToken(request.pageToken, scope);
-      const rows = await listCubeGrants(deps, await ctx.principal(), { clientId, cubeId }, offset, size);
-      return {
-        grants: rows.slice(0, size).map(grantToWire),
-        nextPageToken: rows.length > size ? encodePageToken(offset + size, scope) : "",
-      };
+      const size = pageSize("page_size", request.pageSize);
+      const principal = await ctx.principal();
+      const binding = { caller: credentialKey(principal), filter: { clientId: clientId ?? "", cubeId: cubeId ?? "" } };
+      const offset = grantPages.offset(request.pageToken, binding);
+      const rows = await listCubeGrants(deps, principal, { clientId, cubeId }, offset, size);
+      const page = grantPages.page(rows, offset, size, binding);
+      return { grants: page.rows.map(grantToWire), nextPageToken: page.next };
     },
 
     async authenticate(request) {

@@ -1,4 +1,4 @@
-import type { Bus } from "@unimatrix/service-kit";
+import { type Bus, publishAfterCommit } from "@unimatrix/service-kit/bus";
 import type { Logger } from "pino";
 
 /** Bus message: new activity was committed up to this position. */
@@ -11,11 +11,11 @@ export function cubeChannel(cubeId: string): string {
   return `cube:${cubeId}`;
 }
 
-/** Rings the cubes' doorbells after a commit. A failed publish is logged; readers heal from the DB. */
-export function ring(deps: { bus: Bus; logger: Logger }, cubeIds: Iterable<string>, message: string): void {
-  for (const cubeId of new Set(cubeIds)) {
-    deps.bus.publish(cubeChannel(cubeId), message).catch((error: unknown) => {
-      deps.logger.warn({ err: error, cubeId }, "bus publish failed; subscribers will heal from the database");
-    });
-  }
+/** Rings the cubes' doorbells after a commit (the kit's post-commit publish: awaited, never throws, failures logged). */
+export async function ringAfterCommit(
+  deps: { bus: Bus; logger: Logger },
+  cubeIds: Iterable<string>,
+  message: typeof ACTIVITY | typeof ACCESS,
+): Promise<void> {
+  await publishAfterCommit(deps.bus, [...new Set(cubeIds)].map(cubeChannel), message, deps.logger);
 }

@@ -1,6 +1,6 @@
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { InvalidArgumentError } from "@unimatrix/service-kit";
-import { boundedBytes, charLength, MAX_MESSAGE_BYTES, uuid } from "./request";
+import { InvalidArgumentError, requireUuid } from "@unimatrix/service-kit";
+import { boundedBytes, charLength, MAX_MESSAGE_BYTES } from "./request";
 
 /** The most recipients of one DIRECT entry. */
 export const MAX_RECIPIENTS = 100;
@@ -31,7 +31,7 @@ export function checkEntry(request: EntryRequest): NewEntry {
   if (request.visibility === Visibility.BROADCAST) visibility = "broadcast";
   else if (request.visibility === Visibility.DIRECT) visibility = "direct";
   else throw new InvalidArgumentError("visibility", "must be BROADCAST or DIRECT");
-  const recipients = request.recipientDroneIds.map((id) => uuid("recipient_drone_ids", id));
+  const recipients = request.recipientDroneIds.map((id) => requireUuid("recipient_drone_ids", id));
   if (visibility === "broadcast" && recipients.length > 0)
     throw new InvalidArgumentError("recipient_drone_ids", "must be empty for BROADCAST");
   if (visibility === "direct" && (recipients.length === 0 || recipients.length > MAX_RECIPIENTS))

@@ -1,18 +1,5 @@
 import { InvalidArgumentError } from "@unimatrix/service-kit";
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** A request UUID, lower-cased; INVALID_ARGUMENT naming `field` otherwise. */
-export function uuid(field: string, value: string): string {
-  if (!UUID.test(value)) throw new InvalidArgumentError(field, "must be a UUID");
-  return value.toLowerCase();
-}
-
-/** An optional UUID: empty/undefined → undefined. */
-export function optionalUuid(field: string, value: string | undefined): string | undefined {
-  return value === undefined || value === "" ? undefined : uuid(field, value);
-}
-
 /** Length in characters (code points). */
 export function charLength(value: string): number {
   let n = 0;
@@ -50,29 +37,4 @@ export const MAX_MESSAGE_BYTES = 32_768;
 export function enumValue<T extends number>(field: string, value: T, allowed: readonly T[]): T {
   if (!allowed.includes(value)) throw new InvalidArgumentError(field, "must be one of the defined values");
   return value;
-}
-
-/** `page_size`: 0 → 50, clamp at 500, negative is INVALID_ARGUMENT. */
-export function pageSize(value: number, field = "page_size"): number {
-  if (value < 0) throw new InvalidArgumentError(field, "must not be negative");
-  if (value === 0) return 50;
-  return Math.min(value, 500);
-}
-
-/** An offset page token bound to the parameters it was issued for. */
-export function encodePageToken(offset: number, scope: string): string {
-  return Buffer.from(JSON.stringify({ o: offset, s: scope })).toString("base64url");
-}
-
-/** Decodes a page token; INVALID_ARGUMENT naming `page_token` when malformed or for other parameters. */
-export function decodePageToken(token: string, scope: string): number {
-  if (token === "") return 0;
-  try {
-    const parsed = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as { o?: unknown; s?: unknown };
-    if (typeof parsed.o === "number" && Number.isSafeInteger(parsed.o) && parsed.o >= 0 && parsed.s === scope)
-      return parsed.o;
-  } catch {
-    // fall through
-  }
-  throw new InvalidArgumentError("page_token", "is malformed or was issued for other parameters");
 }

@@ -1,4 +1,5 @@
-import { NotFoundError, type Principal } from "@unimatrix/service-kit";
+import { NotFoundError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
 import { type AccessLevel, clientOf, MANAGE, requireLevel, tenantOf } from "../rules/access";
 import type { Tx } from "./prisma";
 import type { Cube } from "./rows";

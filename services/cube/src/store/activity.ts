@@ -1,12 +1,8 @@
 import { randomUUID } from "node:crypto";
-import {
-  FailedPreconditionError,
-  InvalidArgumentError,
-  PermissionDeniedError,
-  type Principal,
-} from "@unimatrix/service-kit";
+import { FailedPreconditionError, InvalidArgumentError, PermissionDeniedError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../handlers/deps";
-import { ACTIVITY, ring } from "../live/channels";
+import { ACTIVITY, ringAfterCommit } from "../live/channels";
 import { authorPrincipalId, READ, WRITE } from "../rules/access";
 import { cursorPosition } from "../rules/cursor";
 import type { NewEntry } from "../rules/entry";
@@ -108,7 +104,7 @@ export async function appendEntry(
     RETURNING position`;
   if (!inserted) throw new Error(`cube ${cubeId} vanished while appending`);
   row.position = BigInt(inserted.position);
-  ring(deps, [cubeId], ACTIVITY);
+  await ringAfterCommit(deps, [cubeId], ACTIVITY);
   return { row, state: NO_REACTIONS };
 }
 

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { NotFoundError, type Principal } from "@unimatrix/service-kit";
+import { NotFoundError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../handlers/deps";
 import { authorPrincipalId, READ, WRITE } from "../rules/access";
 import { viewerOf, visibleTo } from "../rules/visibility";

@@ -1,17 +1,10 @@
 import { randomUUID } from "node:crypto";
-import {
-  AlreadyExistsError,
-  FailedPreconditionError,
-  issueToken,
-  NotFoundError,
-  type ParsedToken,
-  type Principal,
-  sha256,
-  verifySecret,
-} from "@unimatrix/service-kit";
+import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import { issueToken, type ParsedToken, type Principal, sha256, verifySecret } from "@unimatrix/service-kit/auth";
+import { isUniqueViolation } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../handlers/deps";
-import { ACCESS, ring } from "../live/channels";
-import { bytes, inTransaction, isUniqueViolation, type Tx } from "./prisma";
+import { ACCESS, ringAfterCommit } from "../live/channels";
+import { bytes, inTransaction, type Tx } from "./prisma";
 import type { ApiClient, ResolvedToken, Tenant, User } from "./rows";
 
 /** Creates a tenant and its first user with a token. ALREADY_EXISTS for a taken name. */
@@ -152,7 +145,7 @@ export async function rotateClient(
     const revoked = await revokeSessionsOfClient(tx, clientId, now);
     return { client, revoked, cubes: [...revoked.cubes, ...(await cubesOfClient(tx, clientId))] };
   });
-  ring(deps, result.cubes, ACCESS);
+  await ringAfterCommit(deps, result.cubes, ACCESS);
   return { client: result.client, token: issued.token, revoked: result.revoked.count };
 }
 
@@ -166,7 +159,7 @@ export async function revokeClient(deps: CubeDeps, tenantId: string, clientId: s
     const revoked = await revokeSessionsOfClient(tx, clientId, now);
     return { client, cubes: [...revoked.cubes, ...(await cubesOfClient(tx, clientId))] };
   });
-  ring(deps, result.cubes, ACCESS);
+  await ringAfterCommit(deps, result.cubes, ACCESS);
   return result.client;
 }
 

@@ -1,5 +1,5 @@
 import type { CubeDeps } from "../handlers/deps";
-import { ACTIVITY, ring } from "../live/channels";
+import { ACTIVITY, ringAfterCommit } from "../live/channels";
 import { PING_TEXT } from "../rules/preview";
 import { insertNotifications } from "./notifications";
 import { inTransaction } from "./prisma";
@@ -58,7 +58,7 @@ export async function scanLiveness(deps: CubeDeps): Promise<string[]> {
       ),
     );
   }
-  ring(
+  await ringAfterCommit(
     deps,
     pinged.map((r) => r.cube_id),
     ACTIVITY,

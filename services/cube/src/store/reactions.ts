@@ -1,6 +1,7 @@
-import { NotFoundError, type Principal } from "@unimatrix/service-kit";
+import { NotFoundError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../handlers/deps";
-import { ACTIVITY, ring } from "../live/channels";
+import { ACTIVITY, ringAfterCommit } from "../live/channels";
 import { actorKey, WRITE } from "../rules/access";
 import { notificationText } from "../rules/preview";
 import { viewerOf, visibleTo } from "../rules/visibility";
@@ -112,7 +113,7 @@ export async function ackEntry(
     }
     return { newlyAcked, entry: await entryNow(tx, entry) };
   });
-  if (result.newlyAcked) ring(deps, [cubeId], ACTIVITY);
+  if (result.newlyAcked) await ringAfterCommit(deps, [cubeId], ACTIVITY);
   return result;
 }
 
@@ -144,7 +145,7 @@ export async function claimEntry(
     const claim = (await tx.claim.findUnique({ where: { entryId } })) as Claim;
     return { outcome, claim, entry: await entryNow(tx, entry) };
   });
-  if (result.outcome === "claimed") ring(deps, [cubeId], ACTIVITY);
+  if (result.outcome === "claimed") await ringAfterCommit(deps, [cubeId], ACTIVITY);
   return result;
 }
 
@@ -178,6 +179,6 @@ export async function releaseClaim(
     }
     return { outcome, claim, entry: await entryNow(tx, entry) };
   });
-  if (result.outcome === "released") ring(deps, [cubeId], ACTIVITY);
+  if (result.outcome === "released") await ringAfterCommit(deps, [cubeId], ACTIVITY);
   return result;
 }

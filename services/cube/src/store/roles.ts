@@ -1,11 +1,13 @@
 import { randomUUID } from "node:crypto";
-import { AlreadyExistsError, InvalidArgumentError, NotFoundError, type Principal } from "@unimatrix/service-kit";
+import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import { isUniqueViolation } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../handlers/deps";
 import { MANAGE, READ } from "../rules/access";
 import { MAX_DOCUMENT_BYTES } from "../rules/request";
 import { patchSection, type SectionOp } from "../rules/sections";
 import { requireAccess } from "./access";
-import { inTransaction, isUniqueViolation, type Tx } from "./prisma";
+import { inTransaction, type Tx } from "./prisma";
 import type { Role } from "./rows";
 
 /** The editable fields of a role. */

@@ -1,4 +1,4 @@
-import type { Principal } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
 import type { ActivityItem, Claim, Drone } from "../../generated/prisma/client";
 
 export type {

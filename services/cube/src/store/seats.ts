@@ -1,16 +1,8 @@
 import { randomUUID } from "node:crypto";
-import {
-  FailedPreconditionError,
-  issueToken,
-  NotFoundError,
-  PermissionDeniedError,
-  type Principal,
-  parseToken,
-  sha256,
-  verifySecret,
-} from "@unimatrix/service-kit";
+import { FailedPreconditionError, NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit";
+import { issueToken, type Principal, parseToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../handlers/deps";
-import { ACCESS, ring } from "../live/channels";
+import { ACCESS, ringAfterCommit } from "../live/channels";
 import { isParticipant, MANAGE, READ } from "../rules/access";
 import { requireAccess, standing } from "./access";
 import { bytes, inTransaction, type PrismaClient, type Tx } from "./prisma";
@@ -266,7 +258,7 @@ export async function evictDrone(
     });
     return { drone: updated, revoked: revoked.count };
   });
-  ring(deps, [cubeId], ACCESS);
+  await ringAfterCommit(deps, [cubeId], ACCESS);
   const [view] = await droneViews(deps.prisma, [result.drone], now);
   return { drone: view as DroneRow, revoked: result.revoked };
 }
