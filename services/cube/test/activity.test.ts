@@ -55,6 +55,12 @@ describe("append", () => {
     );
     await expectStatus(append({ message: "   " }), status.INVALID_ARGUMENT, "message");
     await expectStatus(append({ message: "x".repeat(32_769) }), status.INVALID_ARGUMENT, "message");
+    await expectStatus(append({ message: "nul \u0000 inside" }), status.INVALID_ARGUMENT, "message");
+    await expectStatus(
+      append({ visibility: Visibility.DIRECT, recipientDroneIds: [a.droneId.toUpperCase()] }),
+      status.INVALID_ARGUMENT,
+      "recipient_drone_ids",
+    );
     await expectStatus(append({ kind: "unknown" }), status.INVALID_ARGUMENT, "kind");
     await expectStatus(append({ cubeId: "bad" }), status.INVALID_ARGUMENT, "cube_id");
     expect(await count("activity_items")).toBe(before);

@@ -3,7 +3,7 @@ import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { DomainError } from "@unimatrix/service-kit";
 import { checkEntry } from "../src/rules/entry";
 import { OffsetPages } from "../src/rules/paging";
-import { MAX_MESSAGE_BYTES, name } from "../src/rules/request";
+import { boundedBytes, MAX_MESSAGE_BYTES, name, shortText } from "../src/rules/request";
 import { patchSection } from "../src/rules/sections";
 import { taxonomy, taxonomyKinds } from "../src/rules/taxonomy";
 
@@ -23,8 +23,20 @@ const ID = "0f8fad5b-d9cb-469f-a165-70867728950e";
 describe("text", () => {
   test("name: trimmed-nonempty and at most `max` characters (code points)", () => {
     expect(name("name", "😀".repeat(3), 3)).toBe("😀😀😀");
-    expect(failure(() => name("name", "   ", 3)).message).toBe("name: must not be empty");
+    expect(failure(() => name("name", "   ", 3)).message).toBe("name: is required");
     expect(failure(() => name("name", "abcd", 3)).message).toBe("name: must be at most 3 characters");
+  });
+
+  test("NUL and other control characters are refused naming the field (Postgres text cannot hold NUL); tab and newline pass", () => {
+    expect(failure(() => name("name", "a\u0000b", 10)).message).toBe("name: must not contain control characters");
+    expect(failure(() => shortText("hostname", "h\u0007", 10)).message).toBe(
+      "hostname: must not contain control characters",
+    );
+    expect(failure(() => boundedBytes("directive", "\u001b[31m", 100)).message).toBe(
+      "directive: must not contain control characters",
+    );
+    expect(boundedBytes("directive", "line one\n\tline two\r\n", 100)).toBe("line one\n\tline two\r\n");
+    expect(shortText("hostname", "", 10)).toBe("");
   });
 });
 
@@ -79,9 +91,10 @@ describe("AppendEntry checks", () => {
 
   test("each bad field is named, in the order message, visibility, recipients, kind", () => {
     const cases: [Parameters<typeof checkEntry>[0], string][] = [
-      [{ ...entry, message: "  " }, "message: must not be empty"],
+      [{ ...entry, message: "  " }, "message: is required"],
       [{ ...entry, message: "x".repeat(MAX_MESSAGE_BYTES + 1) }, "message: must be at most 32,768 bytes"],
-      [{ ...entry, message: "  ", visibility: Visibility.UNSPECIFIED }, "message: must not be empty"],
+      [{ ...entry, message: "  ", visibility: Visibility.UNSPECIFIED }, "message: is required"],
+      [{ ...entry, message: "nul\u0000" }, "message: must not contain control characters"],
       [{ ...entry, visibility: Visibility.UNSPECIFIED }, "visibility: must be BROADCAST or DIRECT"],
       [{ ...entry, recipientDroneIds: [ID] }, "recipient_drone_ids: must be empty for BROADCAST"],
       [{ ...entry, visibility: Visibility.DIRECT }, "recipient_drone_ids: DIRECT needs 1-100 recipients"],

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from "@unimatrix/service-kit";
+import { InvalidArgumentError, requireText } from "@unimatrix/service-kit";
 
 /** Length in characters (code points). */
 export function charLength(value: string): number {
@@ -7,25 +7,29 @@ export function charLength(value: string): number {
   return n;
 }
 
-/** A trimmed-nonempty name of at most `max` characters. */
+/** Unbounded bytes: the character limits below are what bounds names and short texts. */
+const ANY_SIZE = { maxBytes: Number.MAX_SAFE_INTEGER };
+
+/**
+ * A trimmed-nonempty name of at most `max` characters (code points), without control characters
+ * (the kit's `requireText`); INVALID_ARGUMENT naming `field` otherwise.
+ */
 export function name(field: string, value: string, max: number): string {
-  if (value.trim().length === 0) throw new InvalidArgumentError(field, "must not be empty");
+  requireText(field, value, ANY_SIZE);
   if (charLength(value) > max) throw new InvalidArgumentError(field, `must be at most ${max} characters`);
   return value;
 }
 
-/** Text of at most `max` characters (may be empty). */
+/** Text of at most `max` characters (may be empty), without control characters. */
 export function shortText(field: string, value: string, max: number): string {
+  requireText(field, value, { ...ANY_SIZE, optional: true });
   if (charLength(value) > max) throw new InvalidArgumentError(field, `must be at most ${max} characters`);
   return value;
 }
 
-/** Text of at most `maxBytes` UTF-8 bytes (may be empty unless `required`). */
+/** Text of at most `maxBytes` UTF-8 bytes (may be empty unless `required`), without control characters. */
 export function boundedBytes(field: string, value: string, maxBytes: number, required = false): string {
-  if (required && value.trim().length === 0) throw new InvalidArgumentError(field, "must not be empty");
-  if (Buffer.byteLength(value, "utf8") > maxBytes)
-    throw new InvalidArgumentError(field, `must be at most ${maxBytes.toLocaleString("en-US")} bytes`);
-  return value;
+  return requireText(field, value, { maxBytes, optional: !required });
 }
 
 /** The largest directive, taxonomy and role description, in UTF-8 bytes. */
