@@ -1,7 +1,7 @@
 // Generates everything that is generated: protobuf-es code from proto/ (buf) and
 // each service's Prisma client. Runs offline; `npm install` runs it (postinstall).
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -29,5 +29,20 @@ const schemaDirs = [
 for (const dir of schemaDirs) {
   if (existsSync(join(dir, "prisma", "schema.prisma"))) {
     run(bin("prisma"), ["generate", "--schema", "prisma/schema.prisma"], dir);
+  }
+}
+// A service's generated client is a TypeScript project of its own (services/<name>/generated),
+// compiled in place by `tsc --build` through the service's project reference: the compiled
+// service (dist/**) requires it at the same relative path its sources (src/**) import it from.
+const generatedProject = {
+  extends: "../../../tsconfig.base.json",
+  compilerOptions: { rootDir: ".", noUnusedLocals: false, noUnusedParameters: false },
+  include: ["prisma/**/*.ts"],
+  exclude: ["**/*.d.ts"],
+};
+for (const s of services.filter((s) => s.store)) {
+  const dir = join(root, "services", s.name, "generated");
+  if (existsSync(dir)) {
+    writeFileSync(join(dir, "tsconfig.json"), `${JSON.stringify(generatedProject, null, 2)}\n`);
   }
 }

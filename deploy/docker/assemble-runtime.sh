@@ -17,6 +17,8 @@ for ws in $(node -p "require('./package.json').workspaces.join(' ')"); do
   if [ -f "$ws/services.json" ]; then cp "$ws/services.json" "$out/$ws/"; fi
   cp "$ws/package.json" "$out/$ws/"
   cp -R "$ws/dist" "$out/$ws/dist"
+  # A service's generated Prisma client, compiled in place beside src/ (dist/ requires it there).
+  if [ -d "$ws/generated" ]; then cp -R "$ws/generated" "$out/$ws/generated"; fi
   if [ -d "$ws/prisma/migrations" ]; then
     mkdir -p "$out/$ws/prisma"
     cp -R "$ws/prisma/migrations" "$out/$ws/prisma/migrations"

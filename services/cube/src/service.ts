@@ -1,4 +1,3 @@
-import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
@@ -17,10 +16,8 @@ import { resolveToken } from "./store/identity";
 import { scanLiveness } from "./store/liveness";
 import { openPrisma } from "./store/prisma";
 
-// From src/ the package folder is one up; the compiled dist/src/ is one more.
-const besideSrc = join(__dirname, "..", "prisma", "migrations");
-/** The service's SQL migrations (Prisma layout), found from src/ and dist/src/ alike. */
-export const migrationsDir = existsSync(besideSrc) ? besideSrc : join(__dirname, "..", "..", "prisma", "migrations");
+/** The service's SQL migrations (Prisma layout), beside src/ and dist/ alike. */
+export const migrationsDir = join(__dirname, "..", "prisma", "migrations");
 
 /** The background job that runs the liveness scan every `CUBE_LIVENESS_INTERVAL_MS` (0 = off). */
 export const LIVENESS_JOB = "liveness";
