@@ -6,7 +6,8 @@ import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { startCube } from "@unimatrix/cube";
-import { createClient, openBus } from "@unimatrix/service-kit";
+import { openBus } from "@unimatrix/service-kit/bus";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import {
   TEST_DATABASE_URL,
   TEST_REDIS_URL,

@@ -1,8 +1,21 @@
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
+  ClaimOutcome,
+  ReleaseOutcome,
+  type SubscribeActivityResponse,
+  SubscribeActivityResponseSchema,
+} from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import {
+  AttachSeatOutcome,
+  type AttachSeatResponseSchema,
+} from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
+import type { AuthenticateResponseSchema } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
+import {
   type ActivityItemSchema,
+  type ClaimSchema,
   type ClientSchema,
+  type CubeGrantSchema,
   type CubeSchema,
   type DecisionSchema,
   DronePosture,
@@ -12,15 +25,33 @@ import {
   type NotificationSchema,
   RoleClass,
   type RoleSchema,
+  type TenantSchema,
+  type UserSchema,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { principalKindOf } from "@unimatrix/service-kit";
-import type { ActivityItem as ActivityRow, ApiClient, Cube, Decision, Drone, Role } from "../generated/prisma/client";
-import { encodeCursor } from "./cursor";
+import { principalKindOf } from "@unimatrix/service-kit/auth";
+import { encodeCursor } from "./rules/cursor";
+import type { ClaimResult, ReleaseResult } from "./store/reactions";
+import type {
+  ActivityRow,
+  ApiClient,
+  Claim,
+  Cube,
+  CubeGrant,
+  Decision,
+  DroneRow,
+  ItemRow,
+  ResolvedToken,
+  Role,
+  Tenant,
+  User,
+} from "./store/rows";
+import type { AttachResult } from "./store/seats";
 
 const ts = (date: Date) => timestampFromDate(date);
 const optTs = (date: Date | null | undefined) => (date ? timestampFromDate(date) : undefined);
 
+/** A cube as the caller sees it (with the caller's access level). */
 export function cubeToWire(cube: Cube, callerAccess: number): MessageInitShape<typeof CubeSchema> {
   return {
     id: cube.id,
@@ -36,6 +67,7 @@ export function cubeToWire(cube: Cube, callerAccess: number): MessageInitShape<t
   };
 }
 
+/** An API client (never its credential digests). */
 export function clientToWire(client: ApiClient): MessageInitShape<typeof ClientSchema> {
   return {
     id: client.id,
@@ -47,6 +79,7 @@ export function clientToWire(client: ApiClient): MessageInitShape<typeof ClientS
   };
 }
 
+/** A role of a cube. */
 export function roleToWire(role: Role): MessageInitShape<typeof RoleSchema> {
   return {
     id: role.id,
@@ -65,16 +98,8 @@ export function roleToWire(role: Role): MessageInitShape<typeof RoleSchema> {
   };
 }
 
-/** A drone row with what its wire form needs besides the row. */
-export interface DroneView {
-  readonly drone: Drone;
-  readonly roleName: string;
-  readonly participant: boolean;
-  readonly live: boolean;
-  readonly seenSince?: boolean;
-}
-
-export function droneToWire(view: DroneView): MessageInitShape<typeof DroneSchema> {
+/** A drone with its role name, posture and liveness. */
+export function droneToWire(view: DroneRow): MessageInitShape<typeof DroneSchema> {
   const { drone } = view;
   return {
     id: drone.id,
@@ -96,14 +121,19 @@ export function droneToWire(view: DroneView): MessageInitShape<typeof DroneSchem
   };
 }
 
-/** Ack and claim state of an entry. */
-export interface EntryExtras {
-  readonly ackCount: number;
-  readonly ackedByDroneIds: readonly string[];
-  readonly claim?: { holderPrincipalId: string; holderDroneId: string | null; holderLabel: string; claimedAt: Date };
+/** A claim on an entry (none: undefined). */
+export function claimToWire(claim: Claim | null): MessageInitShape<typeof ClaimSchema> | undefined {
+  if (!claim) return undefined;
+  return {
+    holderDroneId: claim.holderDroneId ?? "",
+    holderPrincipalId: claim.holderPrincipalId,
+    holderLabel: claim.holderLabel,
+    claimedAt: ts(claim.claimedAt),
+  };
 }
 
-export function entryToWire(row: ActivityRow, extras: EntryExtras): MessageInitShape<typeof EntrySchema> {
+/** An entry with its ack and claim state. */
+export function entryToWire({ row, state }: ItemRow): MessageInitShape<typeof EntrySchema> {
   return {
     id: row.id,
     cubeId: row.cubeId,
@@ -119,16 +149,9 @@ export function entryToWire(row: ActivityRow, extras: EntryExtras): MessageInitS
     recipientDroneIds: row.visibility === "direct" ? row.recipientDroneIds : [],
     kind: row.kind ?? "",
     createdAt: ts(row.createdAt),
-    ackCount: extras.ackCount,
-    ackedByDroneIds: [...extras.ackedByDroneIds],
-    claim: extras.claim
-      ? {
-          holderDroneId: extras.claim.holderDroneId ?? "",
-          holderPrincipalId: extras.claim.holderPrincipalId,
-          holderLabel: extras.claim.holderLabel,
-          claimedAt: ts(extras.claim.claimedAt),
-        }
-      : undefined,
+    ackCount: state.ackCount,
+    ackedByDroneIds: [...state.ackedByDroneIds],
+    claim: claimToWire(state.claim),
   };
 }
 
@@ -139,6 +162,7 @@ const NOTIFICATION_KINDS: Record<string, NotificationKind> = {
   heartbeat_ping: NotificationKind.HEARTBEAT_PING,
 };
 
+/** A notification (to one drone). */
 export function notificationToWire(row: ActivityRow): MessageInitShape<typeof NotificationSchema> {
   return {
     id: row.id,
@@ -154,8 +178,37 @@ export function notificationToWire(row: ActivityRow): MessageInitShape<typeof No
   };
 }
 
-export type WireItem = MessageInitShape<typeof ActivityItemSchema>;
+/** An activity item: an entry or a notification. */
+export function itemToWire(item: ItemRow): MessageInitShape<typeof ActivityItemSchema> {
+  return item.row.itemType === "entry"
+    ? { item: { case: "entry", value: entryToWire(item) } }
+    : { item: { case: "notification", value: notificationToWire(item.row) } };
+}
 
+/** The SubscribeActivity event of an activity item, built (so a feed can share and encode it once). */
+export function eventOf(item: ItemRow): SubscribeActivityResponse {
+  return item.row.itemType === "entry"
+    ? create(SubscribeActivityResponseSchema, { event: { case: "entry", value: entryToWire(item) } })
+    : create(SubscribeActivityResponseSchema, { event: { case: "notification", value: notificationToWire(item.row) } });
+}
+
+/** A claim attempt's outcome. */
+export function claimOutcomeToWire(outcome: ClaimResult["outcome"]): ClaimOutcome {
+  return { claimed: ClaimOutcome.CLAIMED, held: ClaimOutcome.ALREADY_HELD, other: ClaimOutcome.ALREADY_CLAIMED }[
+    outcome
+  ];
+}
+
+/** A release attempt's outcome. */
+export function releaseOutcomeToWire(outcome: ReleaseResult["outcome"]): ReleaseOutcome {
+  return {
+    released: ReleaseOutcome.RELEASED,
+    none: ReleaseOutcome.NOT_CLAIMED,
+    other: ReleaseOutcome.HELD_BY_OTHER,
+  }[outcome];
+}
+
+/** A recorded decision. */
 export function decisionToWire(row: Decision): MessageInitShape<typeof DecisionSchema> {
   return {
     id: row.id,
@@ -170,5 +223,59 @@ export function decisionToWire(row: Decision): MessageInitShape<typeof DecisionS
     rationale: row.rationale,
     entryId: row.entryId ?? "",
     createdAt: ts(row.createdAt),
+  };
+}
+
+/** A tenant. */
+export function tenantToWire(tenant: Tenant): MessageInitShape<typeof TenantSchema> {
+  return { id: tenant.id, name: tenant.name, createdAt: ts(tenant.createdAt) };
+}
+
+/** A user of a tenant. */
+export function userToWire(user: User): MessageInitShape<typeof UserSchema> {
+  return { id: user.id, tenantId: user.tenantId, displayName: user.displayName, createdAt: ts(user.createdAt) };
+}
+
+/** A client's grant on a cube. */
+export function grantToWire(grant: CubeGrant): MessageInitShape<typeof CubeGrantSchema> {
+  return { clientId: grant.clientId, cubeId: grant.cubeId, access: grant.access, updatedAt: ts(grant.updatedAt) };
+}
+
+/** The Authenticate answer for a resolved token (or the operator, when `resolved` is "operator"). */
+export function authenticatedToWire(
+  resolved: ResolvedToken | "operator",
+  checkedAt: Date,
+): MessageInitShape<typeof AuthenticateResponseSchema> {
+  if (resolved === "operator")
+    return {
+      principal: { kind: principalKindOf("operator"), subjectId: "operator", displayName: "operator" },
+      checkedAt: ts(checkedAt),
+    };
+  const p = resolved.principal;
+  return {
+    principal: {
+      kind: principalKindOf(p.kind),
+      tenantId: p.tenantId ?? "",
+      subjectId: p.subjectId,
+      clientId: p.kind === "drone-session" ? p.clientId : "",
+      cubeId: p.kind === "drone-session" ? p.cubeId : "",
+      droneId: p.kind === "drone-session" ? p.droneId : "",
+      expiresAt: optTs(resolved.expiresAt),
+      credentialId: resolved.credentialId,
+      displayName: resolved.displayName,
+    },
+    checkedAt: ts(checkedAt),
+  };
+}
+
+/** An AttachSeat answer: SESSION_REJECTED alone, or the drone with its session (the token only when new). */
+export function attachToWire(result: AttachResult): MessageInitShape<typeof AttachSeatResponseSchema> {
+  if (result.outcome === "rejected") return { outcome: AttachSeatOutcome.SESSION_REJECTED };
+  return {
+    outcome: result.outcome === "created" ? AttachSeatOutcome.CREATED : AttachSeatOutcome.REUSED,
+    drone: droneToWire(result.drone),
+    sessionId: result.session.id,
+    sessionToken: result.token ?? "",
+    sessionExpiresAt: ts(result.session.expiresAt),
   };
 }

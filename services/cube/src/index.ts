@@ -1,3 +1,9 @@
-export { cubeEnv } from "./config";
-export { migrationsDir } from "./paths";
-export { type CubeServiceOptions, type RunningCube, startCube } from "./server";
+export { type CubeConfig, cubeEnv, readCubeConfig } from "./config";
+export {
+  type CubeServiceOptions,
+  cubeService,
+  LIVENESS_JOB,
+  migrationsDir,
+  type RunningCube,
+  startCube,
+} from "./service";

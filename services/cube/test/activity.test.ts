@@ -1,19 +1,8 @@
 import { status } from "@grpc/grpc-js";
 import { ClaimOutcome, ReleaseOutcome } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { type ActivityItem, NotificationKind, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import {
-  as,
-  CubeAccess,
-  expectCode,
-  grant,
-  type Harness,
-  newClient,
-  newCube,
-  newTenant,
-  post,
-  seat,
-  startHarness,
-} from "./harness";
+import { asBearer, expectStatus } from "@unimatrix/service-kit/testing";
+import { CubeAccess, grant, type Harness, newClient, newCube, newTenant, post, seat, startHarness } from "./harness";
 
 let h: Harness;
 let user: string;
@@ -33,41 +22,47 @@ const count = async (table: string) =>
 const entries = (items: ActivityItem[]) => items.flatMap((i) => (i.item.case === "entry" ? [i.item.value] : []));
 const notes = (items: ActivityItem[]) => items.flatMap((i) => (i.item.case === "notification" ? [i.item.value] : []));
 async function readAll(token: string, cubeId: string) {
-  const res = await h.activity.readActivity({ cubeId, pageSize: 500 }, as(token));
+  const res = await h.activity.readActivity({ cubeId, pageSize: 500 }, asBearer(token));
   return res.items;
 }
 
 describe("append", () => {
   it("validates visibility, recipients, message and kind, naming the field and writing nothing", async () => {
     const { cubeId } = await newCube(h, owner.token);
-    await h.cube.updateCube({ cubeId, taxonomyJson: JSON.stringify({ kinds: ["status"] }) }, as(owner.token));
+    await h.cube.updateCube({ cubeId, taxonomyJson: JSON.stringify({ kinds: ["status"] }) }, asBearer(owner.token));
     const a = await seat(h, owner.token, cubeId);
     const before = await count("activity_items");
     const append = (req: Record<string, unknown>) =>
-      h.activity.appendEntry({ cubeId, message: "m", visibility: Visibility.BROADCAST, ...req }, as(a.token));
-    await expectCode(append({ visibility: Visibility.UNSPECIFIED }), status.INVALID_ARGUMENT, "visibility");
-    await expectCode(append({ visibility: 9 }), status.INVALID_ARGUMENT, "visibility");
-    await expectCode(append({ visibility: Visibility.DIRECT }), status.INVALID_ARGUMENT, "recipient_drone_ids");
-    await expectCode(append({ recipientDroneIds: [a.droneId] }), status.INVALID_ARGUMENT, "recipient_drone_ids");
-    await expectCode(
+      h.activity.appendEntry({ cubeId, message: "m", visibility: Visibility.BROADCAST, ...req }, asBearer(a.token));
+    await expectStatus(append({ visibility: Visibility.UNSPECIFIED }), status.INVALID_ARGUMENT, "visibility");
+    await expectStatus(append({ visibility: 9 }), status.INVALID_ARGUMENT, "visibility");
+    await expectStatus(append({ visibility: Visibility.DIRECT }), status.INVALID_ARGUMENT, "recipient_drone_ids");
+    await expectStatus(append({ recipientDroneIds: [a.droneId] }), status.INVALID_ARGUMENT, "recipient_drone_ids");
+    await expectStatus(
       append({ visibility: Visibility.DIRECT, recipientDroneIds: [crypto.randomUUID()] }),
       status.INVALID_ARGUMENT,
       "recipient_drone_ids",
     );
-    await expectCode(
+    await expectStatus(
       append({ visibility: Visibility.DIRECT, recipientDroneIds: ["nope"] }),
       status.INVALID_ARGUMENT,
       "recipient_drone_ids",
     );
-    await expectCode(
+    await expectStatus(
       append({ visibility: Visibility.DIRECT, recipientDroneIds: [a.droneId, a.droneId] }),
       status.INVALID_ARGUMENT,
       "recipient_drone_ids",
     );
-    await expectCode(append({ message: "   " }), status.INVALID_ARGUMENT, "message");
-    await expectCode(append({ message: "x".repeat(32_769) }), status.INVALID_ARGUMENT, "message");
-    await expectCode(append({ kind: "unknown" }), status.INVALID_ARGUMENT, "kind");
-    await expectCode(append({ cubeId: "bad" }), status.INVALID_ARGUMENT, "cube_id");
+    await expectStatus(append({ message: "   " }), status.INVALID_ARGUMENT, "message");
+    await expectStatus(append({ message: "x".repeat(32_769) }), status.INVALID_ARGUMENT, "message");
+    await expectStatus(append({ message: "nul \u0000 inside" }), status.INVALID_ARGUMENT, "message");
+    await expectStatus(
+      append({ visibility: Visibility.DIRECT, recipientDroneIds: [a.droneId.toUpperCase()] }),
+      status.INVALID_ARGUMENT,
+      "recipient_drone_ids",
+    );
+    await expectStatus(append({ kind: "unknown" }), status.INVALID_ARGUMENT, "kind");
+    await expectStatus(append({ cubeId: "bad" }), status.INVALID_ARGUMENT, "cube_id");
     expect(await count("activity_items")).toBe(before);
     const ok = await append({ kind: "status" });
     expect(ok.entry?.kind).toBe("status");
@@ -79,10 +74,10 @@ describe("append", () => {
     const reader = await newClient(h, user, "reader-a");
     await grant(h, user, reader.id, cubeId, CubeAccess.READ);
     const obs = await seat(h, reader.token, cubeId);
-    await expectCode(post(h, reader.token, cubeId, "hi"), status.PERMISSION_DENIED);
-    await expectCode(post(h, obs.token, cubeId, "hi"), status.PERMISSION_DENIED);
+    await expectStatus(post(h, reader.token, cubeId, "hi"), status.PERMISSION_DENIED);
+    await expectStatus(post(h, obs.token, cubeId, "hi"), status.PERMISSION_DENIED);
     const w = await seat(h, owner.token, cubeId);
-    await expectCode(post(h, w.token, cubeId, "broadcast"), status.PERMISSION_DENIED);
+    await expectStatus(post(h, w.token, cubeId, "broadcast"), status.PERMISSION_DENIED);
     const direct = await post(h, w.token, cubeId, "direct", [obs.droneId]);
     expect(direct.visibility).toBe(Visibility.DIRECT);
     expect(direct.author?.droneId).toBe(w.droneId);
@@ -112,7 +107,7 @@ describe("append", () => {
     const paged: string[] = [];
     let cursor = "";
     for (;;) {
-      const page = await h.activity.readActivity({ cubeId, cursor, pageSize: 7 }, as(user));
+      const page = await h.activity.readActivity({ cubeId, cursor, pageSize: 7 }, asBearer(user));
       paged.push(...entries(page.items).map((e) => e.id));
       cursor = page.nextCursor;
       if (!page.hasMore) break;
@@ -124,7 +119,10 @@ describe("append", () => {
 describe("visibility and reading", () => {
   it("observers see broadcasts only; participants see theirs; receives-all-direct sees every direct", async () => {
     const { cubeId } = await newCube(h, owner.token, "vis");
-    const { role: hub } = await h.cube.createRole({ cubeId, name: "hub", receivesAllDirect: true }, as(owner.token));
+    const { role: hub } = await h.cube.createRole(
+      { cubeId, name: "hub", receivesAllDirect: true },
+      asBearer(owner.token),
+    );
     const reader = await newClient(h, user, "reader-v");
     await grant(h, user, reader.id, cubeId, CubeAccess.READ);
     const a = await seat(h, owner.token, cubeId);
@@ -143,7 +141,7 @@ describe("visibility and reading", () => {
     expect(await seen(obs.token)).toEqual([bc.id]);
     expect(await seen(user)).toEqual([bc.id, toB.id, toObs.id]);
     // Acking or claiming an invisible entry is NOT_FOUND.
-    await expectCode(h.activity.ackEntry({ cubeId, entryId: toB.id }, as(c.token)), status.NOT_FOUND);
+    await expectStatus(h.activity.ackEntry({ cubeId, entryId: toB.id }, asBearer(c.token)), status.NOT_FOUND);
   });
 
   it("cursors: foreign, malformed and ahead-of-head cursors are clear errors", async () => {
@@ -151,17 +149,17 @@ describe("visibility and reading", () => {
     const { cubeId: other } = await newCube(h, owner.token, "cur2");
     const a = await seat(h, owner.token, cubeId);
     const e = await post(h, a.token, cubeId, "x");
-    await expectCode(
-      h.activity.readActivity({ cubeId: other, cursor: e.cursor }, as(user)),
+    await expectStatus(
+      h.activity.readActivity({ cubeId: other, cursor: e.cursor }, asBearer(user)),
       status.INVALID_ARGUMENT,
       "cursor",
     );
-    await expectCode(
-      h.activity.readActivity({ cubeId, cursor: "garbage" }, as(user)),
+    await expectStatus(
+      h.activity.readActivity({ cubeId, cursor: "garbage" }, asBearer(user)),
       status.INVALID_ARGUMENT,
       "cursor",
     );
-    const page = await h.activity.readActivity({ cubeId, cursor: e.cursor }, as(user));
+    const page = await h.activity.readActivity({ cubeId, cursor: e.cursor }, asBearer(user));
     expect(page.items).toEqual([]);
     expect(page.nextCursor).toBe(e.cursor);
     expect(page.hasMore).toBe(false);
@@ -175,15 +173,15 @@ describe("visibility and reading", () => {
     const e1 = await post(h, a.token, cubeId, "one", [b.droneId]);
     await post(h, a.token, cubeId, "not for b", [c.droneId]);
     const e3 = await post(h, a.token, cubeId, "three");
-    const r1 = await h.activity.readUnread({ cubeId, pageSize: 1 }, as(b.token));
+    const r1 = await h.activity.readUnread({ cubeId, pageSize: 1 }, asBearer(b.token));
     expect(entries(r1.items).map((e) => e.id)).toEqual([e1.id]);
     expect(r1.hasMore).toBe(true);
-    const r2 = await h.activity.readUnread({ cubeId }, as(b.token));
+    const r2 = await h.activity.readUnread({ cubeId }, asBearer(b.token));
     expect(entries(r2.items).map((e) => e.id)).toEqual([e3.id]);
-    const r3 = await h.activity.readUnread({ cubeId }, as(b.token));
+    const r3 = await h.activity.readUnread({ cubeId }, asBearer(b.token));
     expect(r3.items).toEqual([]);
     expect(r3.cursor).toBe(r2.cursor);
-    await expectCode(h.activity.readUnread({ cubeId }, as(owner.token)), status.FAILED_PRECONDITION);
+    await expectStatus(h.activity.readUnread({ cubeId }, asBearer(owner.token)), status.FAILED_PRECONDITION);
   });
 });
 
@@ -195,7 +193,7 @@ describe("acks, claims and notifications", () => {
     const long = `  hello\n\t  world   ${"x".repeat(300)}  `;
     const e = await post(h, a.token, cubeId, long);
     const results = await Promise.all(
-      Array.from({ length: 10 }, () => h.activity.ackEntry({ cubeId, entryId: e.id }, as(b.token))),
+      Array.from({ length: 10 }, () => h.activity.ackEntry({ cubeId, entryId: e.id }, asBearer(b.token))),
     );
     expect(results.filter((r) => r.newlyAcked).length).toBe(1);
     expect(results[0]?.entry?.ackCount).toBe(1);
@@ -214,7 +212,7 @@ describe("acks, claims and notifications", () => {
     // Notifications go only to their recipient.
     expect(notes(await readAll(b.token, cubeId))).toEqual([]);
     expect(notes(await readAll(user, cubeId))).toEqual([]);
-    const userAck = await h.activity.ackEntry({ cubeId, entryId: e.id }, as(user));
+    const userAck = await h.activity.ackEntry({ cubeId, entryId: e.id }, asBearer(user));
     expect(userAck.newlyAcked).toBe(true);
     expect(userAck.entry?.ackCount).toBe(2);
     expect(notes(await readAll(a.token, cubeId)).length).toBe(1);
@@ -225,7 +223,9 @@ describe("acks, claims and notifications", () => {
     const author = await seat(h, owner.token, cubeId);
     const drones = await Promise.all(Array.from({ length: 20 }, () => seat(h, owner.token, cubeId)));
     const e = await post(h, author.token, cubeId, "who takes this?");
-    const results = await Promise.all(drones.map((d) => h.activity.claimEntry({ cubeId, entryId: e.id }, as(d.token))));
+    const results = await Promise.all(
+      drones.map((d) => h.activity.claimEntry({ cubeId, entryId: e.id }, asBearer(d.token))),
+    );
     const winners = results.filter((r) => r.outcome === ClaimOutcome.CLAIMED);
     expect(winners.length).toBe(1);
     const holder = winners[0]?.claim?.holderDroneId as string;
@@ -240,23 +240,23 @@ describe("acks, claims and notifications", () => {
     expect(new Set(rows.map((r) => r.recipient)).size).toBe(20);
     expect(rows.map((r) => r.recipient)).not.toContain(holder);
     const holderToken = drones.find((d) => d.droneId === holder)?.token as string;
-    const again = await h.activity.claimEntry({ cubeId, entryId: e.id }, as(holderToken));
+    const again = await h.activity.claimEntry({ cubeId, entryId: e.id }, asBearer(holderToken));
     expect(again.outcome).toBe(ClaimOutcome.ALREADY_HELD);
     const authorNote = notes(await readAll(author.token, cubeId));
     expect(authorNote.map((n) => [n.kind, n.text])).toEqual([[NotificationKind.CLAIM, "[CLAIM] who takes this?"]]);
     // Release: only the holder; the audience is told.
     const other = drones.find((d) => d.droneId !== holder)?.token as string;
-    const denied = await h.activity.releaseClaim({ cubeId, entryId: e.id }, as(other));
+    const denied = await h.activity.releaseClaim({ cubeId, entryId: e.id }, asBearer(other));
     expect(denied.outcome).toBe(ReleaseOutcome.HELD_BY_OTHER);
     expect(denied.claim?.holderDroneId).toBe(holder);
-    const released = await h.activity.releaseClaim({ cubeId, entryId: e.id }, as(holderToken));
+    const released = await h.activity.releaseClaim({ cubeId, entryId: e.id }, asBearer(holderToken));
     expect(released.outcome).toBe(ReleaseOutcome.RELEASED);
     expect(released.entry?.claim).toBeUndefined();
-    const rel = await h.activity.releaseClaim({ cubeId, entryId: e.id }, as(holderToken));
+    const rel = await h.activity.releaseClaim({ cubeId, entryId: e.id }, asBearer(holderToken));
     expect(rel.outcome).toBe(ReleaseOutcome.NOT_CLAIMED);
     const authorNotes = notes(await readAll(author.token, cubeId)).map((n) => n.kind);
     expect(authorNotes).toEqual([NotificationKind.CLAIM, NotificationKind.RELEASE]);
-    const next = await h.activity.claimEntry({ cubeId, entryId: e.id }, as(other));
+    const next = await h.activity.claimEntry({ cubeId, entryId: e.id }, asBearer(other));
     expect(next.outcome).toBe(ClaimOutcome.CLAIMED);
   });
 
@@ -271,8 +271,11 @@ describe("acks, claims and notifications", () => {
     const obs = await seat(h, reader.token, cubeId);
     const e = await post(h, a.token, cubeId, "for b and c", [b.droneId, c.droneId]);
     const bc = await post(h, a.token, cubeId, "broadcast");
-    await expectCode(h.activity.claimEntry({ cubeId, entryId: bc.id }, as(obs.token)), status.PERMISSION_DENIED);
-    await h.activity.claimEntry({ cubeId, entryId: e.id }, as(b.token));
+    await expectStatus(
+      h.activity.claimEntry({ cubeId, entryId: bc.id }, asBearer(obs.token)),
+      status.PERMISSION_DENIED,
+    );
+    await h.activity.claimEntry({ cubeId, entryId: e.id }, asBearer(b.token));
     const rows = await h.sql<{ recipient: string }>(
       "SELECT recipient_drone_ids[1]::text AS recipient FROM activity_items WHERE cube_id = $1 AND notification_kind = 'claim'",
       [cubeId],
@@ -287,21 +290,28 @@ describe("decisions", () => {
     const { cubeId } = await newCube(h, owner.token, "decisions");
     const a = await seat(h, owner.token, cubeId);
     const e = await post(h, a.token, cubeId, "proposal");
-    const d1 = await h.activity.recordDecision({ cubeId, title: "first", rationale: "why" }, as(a.token));
-    const d2 = await h.activity.recordDecision({ cubeId, title: "second", rationale: "", entryId: e.id }, as(user));
+    const d1 = await h.activity.recordDecision({ cubeId, title: "first", rationale: "why" }, asBearer(a.token));
+    const d2 = await h.activity.recordDecision(
+      { cubeId, title: "second", rationale: "", entryId: e.id },
+      asBearer(user),
+    );
     expect(d1.decision?.author?.droneId).toBe(a.droneId);
     expect(d2.decision?.entryId).toBe(e.id);
-    await expectCode(h.activity.recordDecision({ cubeId, title: "" }, as(a.token)), status.INVALID_ARGUMENT, "title");
-    await expectCode(
-      h.activity.recordDecision({ cubeId, title: "t", rationale: "x".repeat(32_769) }, as(a.token)),
+    await expectStatus(
+      h.activity.recordDecision({ cubeId, title: "" }, asBearer(a.token)),
+      status.INVALID_ARGUMENT,
+      "title",
+    );
+    await expectStatus(
+      h.activity.recordDecision({ cubeId, title: "t", rationale: "x".repeat(32_769) }, asBearer(a.token)),
       status.INVALID_ARGUMENT,
       "rationale",
     );
-    await expectCode(
-      h.activity.recordDecision({ cubeId, title: "t", entryId: crypto.randomUUID() }, as(a.token)),
+    await expectStatus(
+      h.activity.recordDecision({ cubeId, title: "t", entryId: crypto.randomUUID() }, asBearer(a.token)),
       status.NOT_FOUND,
     );
-    const list = await h.activity.listDecisions({ cubeId }, as(user));
+    const list = await h.activity.listDecisions({ cubeId }, asBearer(user));
     expect(list.decisions.map((d) => d.title).sort()).toEqual(["first", "second"]);
   });
 });
@@ -316,22 +326,22 @@ describe("isolation", () => {
     const { cubeId: theirCube } = await newCube(h, foreign.token, "theirs");
     const theirSeat = await seat(h, foreign.token, theirCube);
     for (const token of [b.userToken, foreign.token, theirSeat.token]) {
-      const o = as(token);
-      await expectCode(post(h, token, cubeId, "x"), status.NOT_FOUND);
-      await expectCode(h.activity.readActivity({ cubeId }, o), status.NOT_FOUND);
-      await expectCode(h.activity.ackEntry({ cubeId, entryId: e.id }, o), status.NOT_FOUND);
-      await expectCode(h.activity.claimEntry({ cubeId, entryId: e.id }, o), status.NOT_FOUND);
-      await expectCode(h.activity.releaseClaim({ cubeId, entryId: e.id }, o), status.NOT_FOUND);
-      await expectCode(h.activity.recordDecision({ cubeId, title: "x" }, o), status.NOT_FOUND);
-      await expectCode(h.activity.listDecisions({ cubeId }, o), status.NOT_FOUND);
-      await expectCode(
+      const o = asBearer(token);
+      await expectStatus(post(h, token, cubeId, "x"), status.NOT_FOUND);
+      await expectStatus(h.activity.readActivity({ cubeId }, o), status.NOT_FOUND);
+      await expectStatus(h.activity.ackEntry({ cubeId, entryId: e.id }, o), status.NOT_FOUND);
+      await expectStatus(h.activity.claimEntry({ cubeId, entryId: e.id }, o), status.NOT_FOUND);
+      await expectStatus(h.activity.releaseClaim({ cubeId, entryId: e.id }, o), status.NOT_FOUND);
+      await expectStatus(h.activity.recordDecision({ cubeId, title: "x" }, o), status.NOT_FOUND);
+      await expectStatus(h.activity.listDecisions({ cubeId }, o), status.NOT_FOUND);
+      await expectStatus(
         h.cube.dronesSince({ cubeId, anchor: { case: "sinceEntryId", value: e.id } }, o),
         status.NOT_FOUND,
       );
     }
-    await expectCode(h.activity.readUnread({ cubeId }, as(theirSeat.token)), status.NOT_FOUND);
+    await expectStatus(h.activity.readUnread({ cubeId }, asBearer(theirSeat.token)), status.NOT_FOUND);
     // Their own entry id in our cube is not found either.
     const theirs = await post(h, theirSeat.token, theirCube, "theirs");
-    await expectCode(h.activity.ackEntry({ cubeId, entryId: theirs.id }, as(a.token)), status.NOT_FOUND);
+    await expectStatus(h.activity.ackEntry({ cubeId, entryId: theirs.id }, asBearer(a.token)), status.NOT_FOUND);
   });
 });

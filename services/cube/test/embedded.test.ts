@@ -1,17 +1,18 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { status } from "@grpc/grpc-js";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { createClient } from "@unimatrix/service-kit";
-import { testConfig } from "@unimatrix/service-kit/testing";
-import { startCube } from "../src/server";
-import { as, OPERATOR_TOKEN } from "./harness";
+import { createClient } from "@unimatrix/service-kit/grpc";
+import { asBearer, expectStatus, testConfig } from "@unimatrix/service-kit/testing";
+import { startCube } from "../src/service";
+import { OPERATOR_TOKEN } from "./harness";
 
 describe("embedded default (PGlite + in-process bus)", () => {
-  it("runs the same code paths: tenant, cube, seats, direct append, claim, read, liveness", async () => {
+  it("runs the same code paths: tenant, cube, seats, direct append, claim, read, liveness, taken names", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "cube-embedded-"));
     const service = await startCube({
       config: testConfig({ databaseUrl: undefined, redisUrl: undefined, dataDir, operatorToken: OPERATOR_TOKEN }),
@@ -23,27 +24,34 @@ describe("embedded default (PGlite + in-process bus)", () => {
     const cube = createClient(CubeService, address);
     const activity = createClient(ActivityService, address);
     try {
-      const t = await identity.createTenant({ name: "embedded", adminDisplayName: "admin" }, as(OPERATOR_TOKEN));
-      const c = await identity.issueClient({ name: "agent" }, as(t.adminUserToken));
+      const t = await identity.createTenant({ name: "embedded", adminDisplayName: "admin" }, asBearer(OPERATOR_TOKEN));
+      const c = await identity.issueClient({ name: "agent" }, asBearer(t.adminUserToken));
       const { cube: created } = await cube.createCube(
         { requestKey: crypto.randomUUID(), name: "e", directive: "" },
-        as(c.token),
+        asBearer(c.token),
       );
       const cubeId = created?.id as string;
-      await cube.createRole({ cubeId, name: "worker", isDefault: true, canBroadcast: true }, as(c.token));
-      const a = await cube.attachSeat({ cubeId }, as(c.token));
-      const b = await cube.attachSeat({ cubeId }, as(c.token));
+      await cube.createRole({ cubeId, name: "worker", isDefault: true, canBroadcast: true }, asBearer(c.token));
+      const a = await cube.attachSeat({ cubeId }, asBearer(c.token));
+      const b = await cube.attachSeat({ cubeId }, asBearer(c.token));
       const entry = await activity.appendEntry(
         { cubeId, message: "for b", visibility: Visibility.DIRECT, recipientDroneIds: [b.drone?.id as string] },
-        as(a.sessionToken),
+        asBearer(a.sessionToken),
       );
-      const claim = await activity.claimEntry({ cubeId, entryId: entry.entry?.id as string }, as(b.sessionToken));
+      const claim = await activity.claimEntry({ cubeId, entryId: entry.entry?.id as string }, asBearer(b.sessionToken));
       expect(claim.claim?.holderDroneId).toBe(b.drone?.id);
-      const read = await activity.readActivity({ cubeId }, as(a.sessionToken));
+      const read = await activity.readActivity({ cubeId }, asBearer(a.sessionToken));
       expect(read.items.map((i) => i.item.case)).toEqual(["entry"]);
-      const inbox = await activity.readUnread({ cubeId }, as(b.sessionToken));
+      const inbox = await activity.readUnread({ cubeId }, asBearer(b.sessionToken));
       expect(inbox.items.map((i) => i.item.case)).toEqual(["entry"]);
       expect(await service.scanLiveness()).toEqual([]);
+      // Unique violations are recognised on PGlite too: a taken name is ALREADY_EXISTS, not INTERNAL.
+      await expectStatus(
+        identity.createTenant({ name: "embedded", adminDisplayName: "again" }, asBearer(OPERATOR_TOKEN)),
+        status.ALREADY_EXISTS,
+      );
+      await expectStatus(identity.issueClient({ name: "agent" }, asBearer(t.adminUserToken)), status.ALREADY_EXISTS);
+      await expectStatus(cube.createRole({ cubeId, name: "worker" }, asBearer(c.token)), status.ALREADY_EXISTS);
     } finally {
       identity.close();
       cube.close();

@@ -1,18 +1,15 @@
-import type * as grpc from "@grpc/grpc-js";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { CubeAccess, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { type Clock, createClient, type TypedClient } from "@unimatrix/service-kit";
-import { testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
+import type { Clock } from "@unimatrix/service-kit";
+import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
+import { asBearer, testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
 import pg from "pg";
 import type { CubeConfig } from "../src/config";
-import { type RunningCube, startCube } from "../src/server";
+import { type RunningCube, startCube } from "../src/service";
 
 export const OPERATOR_TOKEN = "umx_operator_testlookup_0123456789abcdef0123";
-
-/** Call options carrying a bearer token. */
-export const as = (token: string) => ({ metadata: { authorization: `Bearer ${token}` } });
 
 /** One running replica with typed clients. */
 export interface Replica {
@@ -99,13 +96,13 @@ export async function startHarness(label: string, options: HarnessOptions = {}):
 
 /** A tenant with its admin user token. */
 export async function newTenant(h: Replica, name: string) {
-  const res = await h.identity.createTenant({ name, adminDisplayName: `${name} admin` }, as(OPERATOR_TOKEN));
+  const res = await h.identity.createTenant({ name, adminDisplayName: `${name} admin` }, asBearer(OPERATOR_TOKEN));
   return { tenantId: res.tenant?.id as string, userId: res.adminUser?.id as string, userToken: res.adminUserToken };
 }
 
 /** A client of the user's tenant. */
 export async function newClient(h: Replica, userToken: string, name: string) {
-  const res = await h.identity.issueClient({ name }, as(userToken));
+  const res = await h.identity.issueClient({ name }, asBearer(userToken));
   return { id: res.client?.id as string, token: res.token };
 }
 
@@ -115,23 +112,26 @@ export const requestKey = () => `00000000-0000-4000-8000-${(++keys).toString(16)
 
 /** A cube created by `token` with one default worker role that can broadcast. */
 export async function newCube(h: Replica, token: string, name = "cube", roleOverrides: Record<string, unknown> = {}) {
-  const { cube } = await h.cube.createCube({ requestKey: crypto.randomUUID(), name, directive: "do it" }, as(token));
+  const { cube } = await h.cube.createCube(
+    { requestKey: crypto.randomUUID(), name, directive: "do it" },
+    asBearer(token),
+  );
   const { role } = await h.cube.createRole(
     { cubeId: cube?.id as string, name: "worker", isDefault: true, canBroadcast: true, ...roleOverrides },
-    as(token),
+    asBearer(token),
   );
   return { cubeId: cube?.id as string, roleId: role?.id as string };
 }
 
 /** Attaches a new seat for a client and returns the drone id and session token. */
 export async function seat(h: Replica, clientToken: string, cubeId: string, roleId = "") {
-  const res = await h.cube.attachSeat({ cubeId, roleId, hostname: "host" }, as(clientToken));
+  const res = await h.cube.attachSeat({ cubeId, roleId, hostname: "host" }, asBearer(clientToken));
   return { droneId: res.drone?.id as string, token: res.sessionToken, label: res.drone?.label as string };
 }
 
 /** Grants a client access to a cube. */
 export async function grant(h: Replica, userToken: string, clientId: string, cubeId: string, access: CubeAccess) {
-  await h.identity.setCubeGrant({ clientId, cubeId, access }, as(userToken));
+  await h.identity.setCubeGrant({ clientId, cubeId, access }, asBearer(userToken));
 }
 
 /** Posts a broadcast. */
@@ -143,24 +143,9 @@ export async function post(h: Replica, token: string, cubeId: string, message: s
       visibility: recipients.length > 0 ? Visibility.DIRECT : Visibility.BROADCAST,
       recipientDroneIds: recipients,
     },
-    as(token),
+    asBearer(token),
   );
   return res.entry as NonNullable<typeof res.entry>;
-}
-
-/** Expects a gRPC failure with `code` (and a message containing `text`). */
-export async function expectCode(promise: Promise<unknown>, code: grpc.status, text?: string): Promise<void> {
-  let error: (Error & { code?: number; details?: string }) | undefined;
-  try {
-    await promise;
-  } catch (e) {
-    error = e as Error & { code?: number; details?: string };
-  }
-  if (!error) throw new Error(`expected gRPC status ${code}, got success`);
-  if (error.code !== code)
-    throw new Error(`expected gRPC status ${code}, got ${error.code}: ${error.details ?? error.message}`);
-  if (text !== undefined && !(error.details ?? error.message).includes(text))
-    throw new Error(`expected message containing ${JSON.stringify(text)}, got ${JSON.stringify(error.details)}`);
 }
 
 export { CubeAccess, Visibility };

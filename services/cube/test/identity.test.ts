@@ -1,9 +1,8 @@
 import { status } from "@grpc/grpc-js";
 import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
+import { asBearer, expectStatus } from "@unimatrix/service-kit/testing";
 import {
-  as,
   CubeAccess,
-  expectCode,
   grant,
   type Harness,
   newClient,
@@ -27,17 +26,17 @@ describe("tenants and users", () => {
   it("only the operator creates tenants; names are unique", async () => {
     const t = await newTenant(h, "acme");
     expect(t.userToken).toMatch(/^umx_user_/);
-    await expectCode(newTenant(h, "acme"), status.ALREADY_EXISTS);
-    await expectCode(
-      h.identity.createTenant({ name: "other", adminDisplayName: "x" }, as(t.userToken)),
+    await expectStatus(newTenant(h, "acme"), status.ALREADY_EXISTS);
+    await expectStatus(
+      h.identity.createTenant({ name: "other", adminDisplayName: "x" }, asBearer(t.userToken)),
       status.PERMISSION_DENIED,
     );
-    await expectCode(
-      h.identity.createTenant({ name: "", adminDisplayName: "x" }, as(OPERATOR_TOKEN)),
+    await expectStatus(
+      h.identity.createTenant({ name: "", adminDisplayName: "x" }, asBearer(OPERATOR_TOKEN)),
       status.INVALID_ARGUMENT,
       "name",
     );
-    await expectCode(h.identity.createTenant({ name: "nobody", adminDisplayName: "x" }), status.UNAUTHENTICATED);
+    await expectStatus(h.identity.createTenant({ name: "nobody", adminDisplayName: "x" }), status.UNAUTHENTICATED);
   });
 
   it("stores only digests of tokens", async () => {
@@ -76,10 +75,10 @@ describe("tenants and users", () => {
     expect(drone.principal?.expiresAt).toBeDefined();
     const op = await h.identity.authenticate({ token: OPERATOR_TOKEN });
     expect(op.principal?.kind).toBe(PrincipalKind.OPERATOR);
-    await expectCode(h.identity.authenticate({ token: "" }), status.INVALID_ARGUMENT, "token");
-    await expectCode(h.identity.authenticate({ token: "nonsense" }), status.UNAUTHENTICATED);
+    await expectStatus(h.identity.authenticate({ token: "" }), status.INVALID_ARGUMENT, "token");
+    await expectStatus(h.identity.authenticate({ token: "nonsense" }), status.UNAUTHENTICATED);
     const forged = `${c.token.slice(0, -4)}AAAA`;
-    await expectCode(h.identity.authenticate({ token: forged }), status.UNAUTHENTICATED);
+    await expectStatus(h.identity.authenticate({ token: forged }), status.UNAUTHENTICATED);
   });
 });
 
@@ -91,39 +90,39 @@ describe("clients", () => {
     const s1 = await seat(h, c.token, cubeId);
     const s2 = await seat(h, c.token, cubeId);
     await post(h, s1.token, cubeId, "before");
-    const rotated = await h.identity.rotateClientCredential({ clientId: c.id }, as(t.userToken));
+    const rotated = await h.identity.rotateClientCredential({ clientId: c.id }, asBearer(t.userToken));
     expect(rotated.revokedSessionCount).toBe(2);
     expect(rotated.token).not.toBe(c.token);
-    await expectCode(post(h, s1.token, cubeId, "after"), status.UNAUTHENTICATED);
-    await expectCode(post(h, s2.token, cubeId, "after"), status.UNAUTHENTICATED);
-    await expectCode(h.cube.listCubes({}, as(c.token)), status.UNAUTHENTICATED);
-    const cubes = await h.cube.listCubes({}, as(rotated.token));
+    await expectStatus(post(h, s1.token, cubeId, "after"), status.UNAUTHENTICATED);
+    await expectStatus(post(h, s2.token, cubeId, "after"), status.UNAUTHENTICATED);
+    await expectStatus(h.cube.listCubes({}, asBearer(c.token)), status.UNAUTHENTICATED);
+    const cubes = await h.cube.listCubes({}, asBearer(rotated.token));
     expect(cubes.cubes.map((x) => x.id)).toEqual([cubeId]);
     // The client may rotate itself.
-    const again = await h.identity.rotateClientCredential({ clientId: c.id }, as(rotated.token));
+    const again = await h.identity.rotateClientCredential({ clientId: c.id }, asBearer(rotated.token));
     expect(again.revokedSessionCount).toBe(0);
   });
 
   it("revocation is immediate and idempotent; active names are unique", async () => {
     const t = await newTenant(h, "revoke");
     const c = await newClient(h, t.userToken, "agent");
-    await expectCode(newClient(h, t.userToken, "agent"), status.ALREADY_EXISTS);
-    const r1 = await h.identity.revokeClient({ clientId: c.id }, as(t.userToken));
+    await expectStatus(newClient(h, t.userToken, "agent"), status.ALREADY_EXISTS);
+    const r1 = await h.identity.revokeClient({ clientId: c.id }, asBearer(t.userToken));
     expect(r1.client?.revokedAt).toBeDefined();
-    const r2 = await h.identity.revokeClient({ clientId: c.id }, as(t.userToken));
+    const r2 = await h.identity.revokeClient({ clientId: c.id }, asBearer(t.userToken));
     expect(r2.client?.revokedAt).toEqual(r1.client?.revokedAt);
-    await expectCode(h.identity.authenticate({ token: c.token }), status.UNAUTHENTICATED);
-    await expectCode(
-      h.identity.rotateClientCredential({ clientId: c.id }, as(t.userToken)),
+    await expectStatus(h.identity.authenticate({ token: c.token }), status.UNAUTHENTICATED);
+    await expectStatus(
+      h.identity.rotateClientCredential({ clientId: c.id }, asBearer(t.userToken)),
       status.FAILED_PRECONDITION,
     );
     const reused = await newClient(h, t.userToken, "agent");
     expect(reused.id).not.toBe(c.id);
-    const list = await h.identity.listClients({}, as(t.userToken));
+    const list = await h.identity.listClients({}, asBearer(t.userToken));
     expect(list.clients.map((x) => x.id)).toEqual([reused.id]);
-    const all = await h.identity.listClients({ includeRevoked: true }, as(t.userToken));
+    const all = await h.identity.listClients({ includeRevoked: true }, asBearer(t.userToken));
     expect(all.clients.map((x) => x.id)).toEqual([c.id, reused.id]);
-    const self = await h.identity.listClients({ includeRevoked: true }, as(reused.token));
+    const self = await h.identity.listClients({ includeRevoked: true }, asBearer(reused.token));
     expect(self.clients.map((x) => x.id)).toEqual([reused.id]);
   });
 
@@ -132,33 +131,37 @@ describe("clients", () => {
     const owner = await newClient(h, t.userToken, "owner");
     const other = await newClient(h, t.userToken, "other");
     const { cubeId } = await newCube(h, owner.token);
-    await expectCode(h.cube.getCube({ cubeId }, as(other.token)), status.NOT_FOUND);
+    await expectStatus(h.cube.getCube({ cubeId }, asBearer(other.token)), status.NOT_FOUND);
     await grant(h, owner.token, other.id, cubeId, CubeAccess.READ);
-    const got = await h.cube.getCube({ cubeId }, as(other.token));
+    const got = await h.cube.getCube({ cubeId }, asBearer(other.token));
     expect(got.cube?.callerAccess).toBe(CubeAccess.READ);
-    await expectCode(h.cube.updateCube({ cubeId, directive: "x" }, as(other.token)), status.PERMISSION_DENIED);
-    await expectCode(grant(h, other.token, other.id, cubeId, CubeAccess.MANAGE), status.PERMISSION_DENIED);
-    await expectCode(
-      h.identity.setCubeGrant({ clientId: other.id, cubeId, access: CubeAccess.UNSPECIFIED }, as(t.userToken)),
+    await expectStatus(h.cube.updateCube({ cubeId, directive: "x" }, asBearer(other.token)), status.PERMISSION_DENIED);
+    await expectStatus(grant(h, other.token, other.id, cubeId, CubeAccess.MANAGE), status.PERMISSION_DENIED);
+    await expectStatus(
+      h.identity.setCubeGrant({ clientId: other.id, cubeId, access: CubeAccess.UNSPECIFIED }, asBearer(t.userToken)),
       status.INVALID_ARGUMENT,
       "access",
     );
-    await expectCode(
-      h.identity.setCubeGrant({ clientId: other.id, cubeId, access: 9 as CubeAccess }, as(t.userToken)),
+    await expectStatus(
+      h.identity.setCubeGrant({ clientId: other.id, cubeId, access: 9 as CubeAccess }, asBearer(t.userToken)),
       status.INVALID_ARGUMENT,
       "access",
     );
     await grant(h, t.userToken, other.id, cubeId, CubeAccess.MANAGE);
-    const updated = await h.cube.updateCube({ cubeId, directive: "new" }, as(other.token));
+    const updated = await h.cube.updateCube({ cubeId, directive: "new" }, asBearer(other.token));
     expect(updated.cube?.directive).toBe("new");
-    await expectCode(
-      h.identity.revokeCubeGrant({ clientId: owner.id, cubeId }, as(t.userToken)),
+    await expectStatus(
+      h.identity.revokeCubeGrant({ clientId: owner.id, cubeId }, asBearer(t.userToken)),
       status.FAILED_PRECONDITION,
     );
-    expect((await h.identity.revokeCubeGrant({ clientId: other.id, cubeId }, as(t.userToken))).removed).toBe(true);
-    expect((await h.identity.revokeCubeGrant({ clientId: other.id, cubeId }, as(t.userToken))).removed).toBe(false);
-    await expectCode(h.cube.getCube({ cubeId }, as(other.token)), status.NOT_FOUND);
-    const grants = await h.identity.listCubeGrants({ cubeId }, as(t.userToken));
+    expect((await h.identity.revokeCubeGrant({ clientId: other.id, cubeId }, asBearer(t.userToken))).removed).toBe(
+      true,
+    );
+    expect((await h.identity.revokeCubeGrant({ clientId: other.id, cubeId }, asBearer(t.userToken))).removed).toBe(
+      false,
+    );
+    await expectStatus(h.cube.getCube({ cubeId }, asBearer(other.token)), status.NOT_FOUND);
+    const grants = await h.identity.listCubeGrants({ cubeId }, asBearer(t.userToken));
     expect(grants.grants.map((g) => [g.clientId, g.access])).toEqual([[owner.id, CubeAccess.MANAGE]]);
   });
 });
@@ -170,39 +173,42 @@ describe("isolation", () => {
     const ca = await newClient(h, a.userToken, "a-agent");
     const cb = await newClient(h, b.userToken, "b-agent");
     const { cubeId } = await newCube(h, ca.token);
-    await expectCode(h.identity.rotateClientCredential({ clientId: ca.id }, as(b.userToken)), status.NOT_FOUND);
-    await expectCode(h.identity.revokeClient({ clientId: ca.id }, as(b.userToken)), status.NOT_FOUND);
-    await expectCode(h.identity.issueUserToken({ userId: a.userId }, as(b.userToken)), status.NOT_FOUND);
-    await expectCode(
-      h.identity.setCubeGrant({ clientId: cb.id, cubeId, access: CubeAccess.READ }, as(b.userToken)),
+    await expectStatus(h.identity.rotateClientCredential({ clientId: ca.id }, asBearer(b.userToken)), status.NOT_FOUND);
+    await expectStatus(h.identity.revokeClient({ clientId: ca.id }, asBearer(b.userToken)), status.NOT_FOUND);
+    await expectStatus(h.identity.issueUserToken({ userId: a.userId }, asBearer(b.userToken)), status.NOT_FOUND);
+    await expectStatus(
+      h.identity.setCubeGrant({ clientId: cb.id, cubeId, access: CubeAccess.READ }, asBearer(b.userToken)),
       status.NOT_FOUND,
     );
-    await expectCode(
-      h.identity.setCubeGrant({ clientId: cb.id, cubeId, access: CubeAccess.READ }, as(a.userToken)),
+    await expectStatus(
+      h.identity.setCubeGrant({ clientId: cb.id, cubeId, access: CubeAccess.READ }, asBearer(a.userToken)),
       status.NOT_FOUND,
     );
-    await expectCode(h.identity.revokeCubeGrant({ clientId: ca.id, cubeId }, as(b.userToken)), status.NOT_FOUND);
-    expect((await h.identity.listCubeGrants({ cubeId }, as(b.userToken))).grants).toEqual([]);
-    expect((await h.identity.listClients({ includeRevoked: true }, as(b.userToken))).clients.map((c) => c.id)).toEqual([
-      cb.id,
-    ]);
+    await expectStatus(
+      h.identity.revokeCubeGrant({ clientId: ca.id, cubeId }, asBearer(b.userToken)),
+      status.NOT_FOUND,
+    );
+    expect((await h.identity.listCubeGrants({ cubeId }, asBearer(b.userToken))).grants).toEqual([]);
+    expect(
+      (await h.identity.listClients({ includeRevoked: true }, asBearer(b.userToken))).clients.map((c) => c.id),
+    ).toEqual([cb.id]);
     // a's client is untouched
     expect((await h.identity.authenticate({ token: ca.token })).principal?.subjectId).toBe(ca.id);
   });
 
   it("users issue more users and tokens in their own tenant", async () => {
     const t = await newTenant(h, "users");
-    const bob = await h.identity.issueUserToken({ displayName: "bob" }, as(t.userToken));
+    const bob = await h.identity.issueUserToken({ displayName: "bob" }, asBearer(t.userToken));
     expect(bob.user?.tenantId).toBe(t.tenantId);
-    const again = await h.identity.issueUserToken({ userId: bob.user?.id as string }, as(t.userToken));
+    const again = await h.identity.issueUserToken({ userId: bob.user?.id as string }, asBearer(t.userToken));
     expect(again.user?.id).toBe(bob.user?.id);
     expect(again.token).not.toBe(bob.token);
-    await expectCode(
-      h.identity.issueUserToken({ userId: "not-a-uuid" }, as(t.userToken)),
+    await expectStatus(
+      h.identity.issueUserToken({ userId: "not-a-uuid" }, asBearer(t.userToken)),
       status.INVALID_ARGUMENT,
       "user_id",
     );
     const c = await newClient(h, t.userToken, "agent");
-    await expectCode(h.identity.issueUserToken({ displayName: "eve" }, as(c.token)), status.PERMISSION_DENIED);
+    await expectStatus(h.identity.issueUserToken({ displayName: "eve" }, asBearer(c.token)), status.PERMISSION_DENIED);
   });
 });

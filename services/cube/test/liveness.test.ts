@@ -1,17 +1,7 @@
 import { NotificationKind } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { ManualClock } from "@unimatrix/service-kit";
-import {
-  as,
-  CubeAccess,
-  grant,
-  type Harness,
-  newClient,
-  newCube,
-  newTenant,
-  post,
-  seat,
-  startHarness,
-} from "./harness";
+import { asBearer } from "@unimatrix/service-kit/testing";
+import { CubeAccess, grant, type Harness, newClient, newCube, newTenant, post, seat, startHarness } from "./harness";
 
 const MIN = 60_000;
 
@@ -34,7 +24,7 @@ describe("liveness scan rules", () => {
     const a = await seat(h, owner.token, cubeId);
     await seat(h, reader.token, cubeId); // an observer: never pinged
     const gone = await seat(h, owner.token, cubeId);
-    await h.cube.evictDrone({ cubeId, droneId: gone.droneId }, as(owner.token));
+    await h.cube.evictDrone({ cubeId, droneId: gone.droneId }, asBearer(owner.token));
     clock.advance(10 * MIN - 1);
     expect(await h.service.scanLiveness()).toEqual([]);
     clock.advance(1);
@@ -48,9 +38,9 @@ describe("liveness scan rules", () => {
     expect(await h.service.scanLiveness()).toEqual([a.droneId]);
     clock.advance(10 * MIN);
     expect(await h.service.scanLiveness()).toEqual([]);
-    const drones = await h.cube.listDrones({ cubeId }, as(owner.token));
+    const drones = await h.cube.listDrones({ cubeId }, asBearer(owner.token));
     expect(drones.drones.find((d) => d.id === a.droneId)?.silentPingCount).toBe(3);
-    const pings = await h.activity.readActivity({ cubeId }, as(a.token));
+    const pings = await h.activity.readActivity({ cubeId }, asBearer(a.token));
     const kinds = pings.items.flatMap((i) => (i.item.case === "notification" ? [i.item.value.kind] : []));
     expect(kinds).toEqual([
       NotificationKind.HEARTBEAT_PING,
@@ -59,12 +49,12 @@ describe("liveness scan rules", () => {
     ]);
     // Posting resets the state.
     await post(h, a.token, cubeId, "I am here");
-    const after = await h.cube.listDrones({ cubeId }, as(owner.token));
+    const after = await h.cube.listDrones({ cubeId }, asBearer(owner.token));
     expect(after.drones.find((d) => d.id === a.droneId)?.silentPingCount).toBe(0);
     clock.advance(10 * MIN);
     expect(await h.service.scanLiveness()).toEqual([a.droneId]);
     // Attaching (reuse) resets it too.
-    await h.cube.attachSeat({ cubeId, roleId, sessionToken: a.token }, as(owner.token));
+    await h.cube.attachSeat({ cubeId, roleId, sessionToken: a.token }, asBearer(owner.token));
     clock.advance(10 * MIN - 1);
     expect(await h.service.scanLiveness()).toEqual([]);
   });

@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { status } from "@grpc/grpc-js";
-import { as, expectCode, type Harness, newClient, newCube, newTenant, post, seat, startHarness } from "./harness";
+import { asBearer, expectStatus } from "@unimatrix/service-kit/testing";
+import { type Harness, newClient, newCube, newTenant, post, seat, startHarness } from "./harness";
 
 let h: Harness;
 beforeAll(async () => {
@@ -126,18 +127,18 @@ describe("storage guard", () => {
     const count = async () =>
       Number((await h.sql<{ n: string }>("SELECT count(*)::text AS n FROM activity_items"))[0]?.n);
     const before = await count();
-    await expectCode(post(guarded, drone.token, cubeId, "x".repeat(30_000)), status.RESOURCE_EXHAUSTED);
-    await expectCode(
+    await expectStatus(post(guarded, drone.token, cubeId, "x".repeat(30_000)), status.RESOURCE_EXHAUSTED);
+    await expectStatus(
       guarded.cube.createCube(
         { requestKey: crypto.randomUUID(), name: "big", directive: "d".repeat(50_000) },
-        as(client.token),
+        asBearer(client.token),
       ),
       status.RESOURCE_EXHAUSTED,
     );
     expect(await count()).toBe(before);
     expect((await h.sql("SELECT id FROM cubes WHERE name = 'big'")).length).toBe(0);
     // Reads still work.
-    const read = await guarded.activity.readActivity({ cubeId }, as(drone.token));
+    const read = await guarded.activity.readActivity({ cubeId }, asBearer(drone.token));
     expect(read.items.length).toBe(1);
   });
 });

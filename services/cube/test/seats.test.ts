@@ -3,19 +3,8 @@ import { status } from "@grpc/grpc-js";
 import { AttachSeatOutcome } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { DronePosture } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { ManualClock } from "@unimatrix/service-kit";
-import {
-  as,
-  CubeAccess,
-  expectCode,
-  grant,
-  type Harness,
-  newClient,
-  newCube,
-  newTenant,
-  post,
-  seat,
-  startHarness,
-} from "./harness";
+import { asBearer, expectStatus } from "@unimatrix/service-kit/testing";
+import { CubeAccess, grant, type Harness, newClient, newCube, newTenant, post, seat, startHarness } from "./harness";
 
 const clock = new ManualClock(Date.UTC(2026, 5, 1, 12));
 let h: Harness;
@@ -34,16 +23,16 @@ afterAll(async () => {
 describe("attach", () => {
   it("creates a drone labelled from the role, then reuses a saved valid session", async () => {
     const { cubeId, roleId } = await newCube(h, owner.token);
-    const first = await h.cube.attachSeat({ cubeId, roleId, hostname: "box-1" }, as(owner.token));
+    const first = await h.cube.attachSeat({ cubeId, roleId, hostname: "box-1" }, asBearer(owner.token));
     expect(first.outcome).toBe(AttachSeatOutcome.CREATED);
     expect(first.drone?.label).toBe("worker-1");
     expect(first.sessionToken).toMatch(/^umx_drone_/);
-    const second = await h.cube.attachSeat({ cubeId, hostname: "box-2" }, as(owner.token));
+    const second = await h.cube.attachSeat({ cubeId, hostname: "box-2" }, asBearer(owner.token));
     expect(second.drone?.label).toBe("worker-2");
     clock.advance(60_000);
     const reused = await h.cube.attachSeat(
       { cubeId, roleId, sessionToken: first.sessionToken, priorDroneId: first.drone?.id },
-      as(owner.token),
+      asBearer(owner.token),
     );
     expect(reused.outcome).toBe(AttachSeatOutcome.REUSED);
     expect(reused.sessionToken).toBe("");
@@ -56,19 +45,22 @@ describe("attach", () => {
 
   it("rejects a saved session for another role, cube, client, prior drone or after revocation, changing nothing", async () => {
     const { cubeId, roleId } = await newCube(h, owner.token);
-    const { role: other } = await h.cube.createRole({ cubeId, name: "other" }, as(owner.token));
+    const { role: other } = await h.cube.createRole({ cubeId, name: "other" }, asBearer(owner.token));
     const { cubeId: cube2 } = await newCube(h, owner.token, "second");
-    const a = await h.cube.attachSeat({ cubeId, roleId }, as(owner.token));
-    const b = await h.cube.attachSeat({ cubeId, roleId }, as(owner.token));
+    const a = await h.cube.attachSeat({ cubeId, roleId }, asBearer(owner.token));
+    const b = await h.cube.attachSeat({ cubeId, roleId }, asBearer(owner.token));
     const stranger = await newClient(h, user, "stranger");
     await grant(h, user, stranger.id, cubeId, CubeAccess.WRITE);
     const before = await h.sql("SELECT id, last_seen_at FROM drones ORDER BY id");
     const attempts = [
-      h.cube.attachSeat({ cubeId, roleId: other?.id as string, sessionToken: a.sessionToken }, as(owner.token)),
-      h.cube.attachSeat({ cubeId: cube2, sessionToken: a.sessionToken }, as(owner.token)),
-      h.cube.attachSeat({ cubeId, roleId, sessionToken: a.sessionToken }, as(stranger.token)),
-      h.cube.attachSeat({ cubeId, roleId, sessionToken: a.sessionToken, priorDroneId: b.drone?.id }, as(owner.token)),
-      h.cube.attachSeat({ cubeId, roleId, sessionToken: "umx_drone_garbage_garbage" }, as(owner.token)),
+      h.cube.attachSeat({ cubeId, roleId: other?.id as string, sessionToken: a.sessionToken }, asBearer(owner.token)),
+      h.cube.attachSeat({ cubeId: cube2, sessionToken: a.sessionToken }, asBearer(owner.token)),
+      h.cube.attachSeat({ cubeId, roleId, sessionToken: a.sessionToken }, asBearer(stranger.token)),
+      h.cube.attachSeat(
+        { cubeId, roleId, sessionToken: a.sessionToken, priorDroneId: b.drone?.id },
+        asBearer(owner.token),
+      ),
+      h.cube.attachSeat({ cubeId, roleId, sessionToken: "umx_drone_garbage_garbage" }, asBearer(owner.token)),
     ];
     for (const attempt of attempts) {
       const res = await attempt;
@@ -77,34 +69,37 @@ describe("attach", () => {
       expect(res.sessionToken).toBe("");
     }
     expect(await h.sql("SELECT id, last_seen_at FROM drones ORDER BY id")).toEqual(before);
-    await h.cube.evictDrone({ cubeId, droneId: a.drone?.id as string }, as(owner.token));
-    const afterEvict = await h.cube.attachSeat({ cubeId, roleId, sessionToken: a.sessionToken }, as(owner.token));
+    await h.cube.evictDrone({ cubeId, droneId: a.drone?.id as string }, asBearer(owner.token));
+    const afterEvict = await h.cube.attachSeat({ cubeId, roleId, sessionToken: a.sessionToken }, asBearer(owner.token));
     expect(afterEvict.outcome).toBe(AttachSeatOutcome.SESSION_REJECTED);
     clock.advance(3_600_001);
-    const expired = await h.cube.attachSeat({ cubeId, roleId, sessionToken: b.sessionToken }, as(owner.token));
+    const expired = await h.cube.attachSeat({ cubeId, roleId, sessionToken: b.sessionToken }, asBearer(owner.token));
     expect(expired.outcome).toBe(AttachSeatOutcome.SESSION_REJECTED);
   });
 
   it("reattaches a prior drone with no live session, keeping its label; refuses occupied or evicted ones", async () => {
     const { cubeId, roleId } = await newCube(h, owner.token);
-    const a = await h.cube.attachSeat({ cubeId, roleId }, as(owner.token));
+    const a = await h.cube.attachSeat({ cubeId, roleId }, asBearer(owner.token));
     const droneId = a.drone?.id as string;
-    await expectCode(
-      h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, as(owner.token)),
+    await expectStatus(
+      h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, asBearer(owner.token)),
       status.FAILED_PRECONDITION,
     );
     clock.advance(3_600_001); // the session expires
-    const again = await h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, as(owner.token));
+    const again = await h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, asBearer(owner.token));
     expect(again.outcome).toBe(AttachSeatOutcome.CREATED);
     expect(again.drone?.id).toBe(droneId);
     expect(again.drone?.label).toBe(a.drone?.label);
     expect(again.sessionId).not.toBe(a.sessionId);
     const other = await newClient(h, user, "other-client");
     await grant(h, user, other.id, cubeId, CubeAccess.WRITE);
-    await expectCode(h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, as(other.token)), status.NOT_FOUND);
-    await h.cube.evictDrone({ cubeId, droneId }, as(owner.token));
-    await expectCode(
-      h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, as(owner.token)),
+    await expectStatus(
+      h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, asBearer(other.token)),
+      status.NOT_FOUND,
+    );
+    await h.cube.evictDrone({ cubeId, droneId }, asBearer(owner.token));
+    await expectStatus(
+      h.cube.attachSeat({ cubeId, roleId, priorDroneId: droneId }, asBearer(owner.token)),
       status.FAILED_PRECONDITION,
     );
   });
@@ -112,18 +107,25 @@ describe("attach", () => {
   it("requires a client, a role or a default role, and valid ids", async () => {
     const { cube } = await h.cube.createCube(
       { requestKey: crypto.randomUUID(), name: "nodefault", directive: "" },
-      as(owner.token),
+      asBearer(owner.token),
     );
     const cubeId = cube?.id as string;
-    await expectCode(h.cube.attachSeat({ cubeId }, as(owner.token)), status.FAILED_PRECONDITION);
-    await expectCode(h.cube.attachSeat({ cubeId, roleId: crypto.randomUUID() }, as(owner.token)), status.NOT_FOUND);
-    await expectCode(h.cube.attachSeat({ cubeId, roleId: "bad" }, as(owner.token)), status.INVALID_ARGUMENT, "role_id");
-    await expectCode(
-      h.cube.attachSeat({ cubeId, priorDroneId: "bad" }, as(owner.token)),
+    await expectStatus(h.cube.attachSeat({ cubeId }, asBearer(owner.token)), status.FAILED_PRECONDITION);
+    await expectStatus(
+      h.cube.attachSeat({ cubeId, roleId: crypto.randomUUID() }, asBearer(owner.token)),
+      status.NOT_FOUND,
+    );
+    await expectStatus(
+      h.cube.attachSeat({ cubeId, roleId: "bad" }, asBearer(owner.token)),
+      status.INVALID_ARGUMENT,
+      "role_id",
+    );
+    await expectStatus(
+      h.cube.attachSeat({ cubeId, priorDroneId: "bad" }, asBearer(owner.token)),
       status.INVALID_ARGUMENT,
       "prior_drone_id",
     );
-    await expectCode(h.cube.attachSeat({ cubeId }, as(user)), status.PERMISSION_DENIED);
+    await expectStatus(h.cube.attachSeat({ cubeId }, asBearer(user)), status.PERMISSION_DENIED);
   });
 });
 
@@ -138,7 +140,7 @@ describe("posture and listing", () => {
     const w = await seat(h, writer.token, cubeId);
     const o = await seat(h, owner.token, cubeId);
     const posture = async () => {
-      const list = await h.cube.listDrones({ cubeId }, as(user));
+      const list = await h.cube.listDrones({ cubeId }, asBearer(user));
       return Object.fromEntries(list.drones.map((d) => [d.id, d.posture]));
     };
     expect(await posture()).toEqual({
@@ -148,7 +150,7 @@ describe("posture and listing", () => {
     });
     await grant(h, user, writer.id, cubeId, CubeAccess.READ);
     expect((await posture())[w.droneId]).toBe(DronePosture.OBSERVER);
-    await expectCode(post(h, w.token, cubeId, "observers cannot post"), status.PERMISSION_DENIED);
+    await expectStatus(post(h, w.token, cubeId, "observers cannot post"), status.PERMISSION_DENIED);
   });
 
   it("evict revokes sessions, is idempotent, needs manage or the own client", async () => {
@@ -157,22 +159,22 @@ describe("posture and listing", () => {
     await grant(h, user, writer.id, cubeId, CubeAccess.WRITE);
     const mine = await seat(h, writer.token, cubeId);
     const theirs = await seat(h, owner.token, cubeId);
-    await expectCode(
-      h.cube.evictDrone({ cubeId, droneId: theirs.droneId }, as(writer.token)),
+    await expectStatus(
+      h.cube.evictDrone({ cubeId, droneId: theirs.droneId }, asBearer(writer.token)),
       status.PERMISSION_DENIED,
     );
-    const own = await h.cube.evictDrone({ cubeId, droneId: mine.droneId }, as(writer.token));
+    const own = await h.cube.evictDrone({ cubeId, droneId: mine.droneId }, asBearer(writer.token));
     expect(own.revokedSessionCount).toBe(1);
     expect(own.drone?.evictedAt).toBeDefined();
-    const again = await h.cube.evictDrone({ cubeId, droneId: mine.droneId }, as(owner.token));
+    const again = await h.cube.evictDrone({ cubeId, droneId: mine.droneId }, asBearer(owner.token));
     expect(again.revokedSessionCount).toBe(0);
-    await expectCode(post(h, mine.token, cubeId, "gone"), status.UNAUTHENTICATED);
-    const live = await h.cube.listDrones({ cubeId }, as(user));
+    await expectStatus(post(h, mine.token, cubeId, "gone"), status.UNAUTHENTICATED);
+    const live = await h.cube.listDrones({ cubeId }, asBearer(user));
     expect(live.drones.map((d) => d.id)).toEqual([theirs.droneId]);
-    const all = await h.cube.listDrones({ cubeId, includeEvicted: true }, as(user));
+    const all = await h.cube.listDrones({ cubeId, includeEvicted: true }, asBearer(user));
     // Both seats were created at the same (manual) instant: order then falls to the id.
     expect(all.drones.map((d) => d.id)).toEqual([mine.droneId, theirs.droneId].sort());
-    await expectCode(
+    await expectStatus(
       post(h, theirs.token, cubeId, "to the evicted", [mine.droneId]),
       status.INVALID_ARGUMENT,
       "recipient_drone_ids",
@@ -201,7 +203,7 @@ describe("drones since", () => {
               ? { case: "sinceEntryId", value: anchor.sinceEntryId }
               : { case: "sinceTime", value: timestampFromDate(anchor.sinceTime) },
         },
-        as(user),
+        asBearer(user),
       );
       return Object.fromEntries(res.drones.map((d) => [d.id, d.seenSince]));
     };
@@ -220,17 +222,17 @@ describe("drones since", () => {
       [c.droneId]: false,
     });
     expect(Object.values(await seenFrom({ sinceTime: t0 }))).toEqual([false, false, false]);
-    const res = await h.cube.dronesSince({ cubeId, anchor: { case: "sinceEntryId", value: ea.id } }, as(user));
+    const res = await h.cube.dronesSince({ cubeId, anchor: { case: "sinceEntryId", value: ea.id } }, asBearer(user));
     expect(res.anchorTime?.seconds).toBe(BigInt(Math.floor(t0.getTime() / 1000)));
     expect(res.drones.find((d) => d.id === a.droneId)?.lastLogPostAt).toBeDefined();
     expect(res.drones.find((d) => d.id === c.droneId)?.lastLogPostAt).toBeUndefined();
-    await expectCode(
-      h.cube.dronesSince({ cubeId, anchor: { case: undefined } }, as(user)),
+    await expectStatus(
+      h.cube.dronesSince({ cubeId, anchor: { case: undefined } }, asBearer(user)),
       status.INVALID_ARGUMENT,
       "anchor",
     );
-    await expectCode(
-      h.cube.dronesSince({ cubeId, anchor: { case: "sinceEntryId", value: crypto.randomUUID() } }, as(user)),
+    await expectStatus(
+      h.cube.dronesSince({ cubeId, anchor: { case: "sinceEntryId", value: crypto.randomUUID() } }, asBearer(user)),
       status.NOT_FOUND,
     );
   });

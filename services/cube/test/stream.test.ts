@@ -6,11 +6,9 @@ import {
   type SubscribeActivityResponse,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { NotificationKind } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { eventually } from "@unimatrix/service-kit/testing";
+import { asBearer, eventually, expectStatus } from "@unimatrix/service-kit/testing";
 import {
-  as,
   CubeAccess,
-  expectCode,
   grant,
   type Harness,
   newClient,
@@ -33,7 +31,7 @@ interface Reader {
 function subscribe(r: Replica, token: string, cubeId: string, after?: string): Reader {
   const controller = new AbortController();
   const events: SubscribeActivityResponse[] = [];
-  const stream = r.activity.subscribeActivity({ cubeId, after }, { ...as(token), signal: controller.signal });
+  const stream = r.activity.subscribeActivity({ cubeId, after }, { ...asBearer(token), signal: controller.signal });
   const done = (async () => {
     try {
       for await (const event of stream) events.push(event);
@@ -164,9 +162,9 @@ describe("SubscribeActivity rules", () => {
     const hb = [...fromHead.events].reverse().find((e) => e.event.case === "heartbeat");
     expect(hb?.event.case === "heartbeat" && hb.event.value.cursor).toBe(e3.cursor);
     for (const r of [fromStart, fromE1, fromHead]) r.cancel();
-    await expectCode(
+    await expectStatus(
       (async () => {
-        for await (const _ of h.activity.subscribeActivity({ cubeId, after: "garbage" }, as(user))) break;
+        for await (const _ of h.activity.subscribeActivity({ cubeId, after: "garbage" }, asBearer(user))) break;
       })(),
       status.INVALID_ARGUMENT,
       "after",
@@ -186,7 +184,7 @@ describe("SubscribeActivity rules", () => {
     for (const r of [sa, sc, so]) await eventually(() => r.events.some((e) => e.event.case === "ready"), "ready");
     const direct = await post(h, a.token, cubeId, "for observer", [obs.droneId]);
     const bc = await post(h, a.token, cubeId, "everyone");
-    await h.activity.ackEntry({ cubeId, entryId: bc.id }, as(c.token));
+    await h.activity.ackEntry({ cubeId, entryId: bc.id }, asBearer(c.token));
     await eventually(() => sa.events.some((e) => e.event.case === "notification"), "ack notification");
     await eventually(() => so.entryIds().length === 1 && sc.entryIds().length === 1, "broadcast on all");
     expect(so.entryIds()).toEqual([bc.id]);
@@ -203,7 +201,7 @@ describe("SubscribeActivity rules", () => {
     const a = await seat(h, owner.token, cubeId);
     const s = await subscribe(b, a.token, cubeId);
     await eventually(() => s.events.some((e) => e.event.case === "ready"), "ready");
-    await h.cube.evictDrone({ cubeId, droneId: a.droneId }, as(owner.token));
+    await h.cube.evictDrone({ cubeId, droneId: a.droneId }, asBearer(owner.token));
     const result = await s.done;
     expect(result.error).toBeUndefined();
     const last = s.events[s.events.length - 1];
@@ -216,7 +214,7 @@ describe("SubscribeActivity rules", () => {
     const a = await seat(h, rotating.token, cubeId);
     const s = subscribe(b, a.token, cubeId);
     await eventually(() => s.events.some((e) => e.event.case === "ready"), "ready");
-    await h.identity.rotateClientCredential({ clientId: rotating.id }, as(user));
+    await h.identity.rotateClientCredential({ clientId: rotating.id }, asBearer(user));
     await s.done;
     const last = s.events[s.events.length - 1];
     expect(last?.event.case === "accessRevoked" && last.event.value.reason).toBe("drone session revoked");
@@ -287,7 +285,7 @@ describe("SubscribeActivity rules", () => {
     const slow = await h.replica({ cube: { streamMaxBacklog: 5 } });
     const { cubeId } = await newCube(h, owner.token, "slow");
     const w = await seat(h, owner.token, cubeId);
-    const stream = slow.activity.subscribeActivity({ cubeId }, as(user));
+    const stream = slow.activity.subscribeActivity({ cubeId }, asBearer(user));
     const events: SubscribeActivityResponse[] = [];
     const iterator = stream[Symbol.asyncIterator]();
     const firstEvent = await iterator.next();

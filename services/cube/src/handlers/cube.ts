@@ -1,29 +1,19 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import {
-  AttachSeatOutcome,
-  type CubeService,
-  RoleSectionOp,
-} from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
+import { type CubeService, RoleSectionOp } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { RoleClass } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { InvalidArgumentError, type ServiceImpl } from "@unimatrix/service-kit";
-import { cubeToWire, droneToWire, roleToWire } from "../convert";
-import type { CubeDeps } from "../deps";
+import { InvalidArgumentError, optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit";
+import { credentialKey } from "@unimatrix/service-kit/auth";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { attachToWire, cubeToWire, droneToWire, roleToWire } from "../convert";
+import { MANAGE } from "../rules/access";
+import { OffsetPages } from "../rules/paging";
+import { boundedBytes, enumValue, MAX_DOCUMENT_BYTES, name, shortText } from "../rules/request";
+import type { SectionOp } from "../rules/sections";
+import { taxonomy } from "../rules/taxonomy";
 import { createCube, getCube, listCubes, updateCube } from "../store/cubes";
-import { createRole, listRoles, patchRoleSection, type RoleFields, type SectionOp, updateRole } from "../store/roles";
+import { createRole, listRoles, patchRoleSection, type RoleFields, updateRole } from "../store/roles";
 import { attachSeat, dronesSince, evictDrone, listDrones } from "../store/seats";
-import {
-  boundedBytes,
-  decodePageToken,
-  encodePageToken,
-  enumValue,
-  MAX_DOCUMENT_BYTES,
-  name,
-  optionalUuid,
-  pageSize,
-  shortText,
-  taxonomy,
-  uuid,
-} from "../validate";
+import type { CubeDeps } from "./deps";
 
 const CLASSES = [RoleClass.QUEEN, RoleClass.WORKER] as const;
 const className = (c: RoleClass): "queen" | "worker" => (c === RoleClass.QUEEN ? "queen" : "worker");
@@ -34,10 +24,13 @@ const OPS: Record<number, SectionOp> = {
 };
 
 /** CubeService: cubes, roles and seats. */
-export function cubeHandlers(deps: CubeDeps): Partial<ServiceImpl<typeof CubeService>> {
+export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
+  const cubePages = new OffsetPages(deps.internalKey, "ListCubes");
+  const rolePages = new OffsetPages(deps.internalKey, "ListRoles");
+  const dronePages = new OffsetPages(deps.internalKey, "ListDrones");
   return {
     async createCube(request, ctx) {
-      const requestKey = uuid("request_key", request.requestKey);
+      const requestKey = requireUuid("request_key", request.requestKey);
       const cubeName = name("name", request.name, 200);
       const directive = boundedBytes("directive", request.directive, MAX_DOCUMENT_BYTES);
       const taxonomyJson =
@@ -50,27 +43,26 @@ export function cubeHandlers(deps: CubeDeps): Partial<ServiceImpl<typeof CubeSer
         directive,
         taxonomyJson,
       });
-      return { cube: cubeToWire(cube, 3), created };
+      return { cube: cubeToWire(cube, MANAGE), created };
     },
 
     async listCubes(request, ctx) {
-      const size = pageSize(request.pageSize);
-      const offset = decodePageToken(request.pageToken, "cubes");
-      const rows = await listCubes(deps, await ctx.principal(), offset, size);
-      return {
-        cubes: rows.slice(0, size).map((r) => cubeToWire(r.cube, r.access)),
-        nextPageToken: rows.length > size ? encodePageToken(offset + size, "cubes") : "",
-      };
+      const size = pageSize("page_size", request.pageSize);
+      const principal = await ctx.principal();
+      const binding = { caller: credentialKey(principal) };
+      const offset = cubePages.offset(request.pageToken, binding);
+      const page = cubePages.page(await listCubes(deps, principal, offset, size), offset, size, binding);
+      return { cubes: page.rows.map((r) => cubeToWire(r.cube, r.access)), nextPageToken: page.next };
     },
 
     async getCube(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
       const { cube, access } = await getCube(deps, await ctx.principal(), cubeId);
       return { cube: cubeToWire(cube, access) };
     },
 
     async updateCube(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
       const directive =
         request.directive === undefined ? undefined : boundedBytes("directive", request.directive, MAX_DOCUMENT_BYTES);
       const taxonomyJson =
@@ -82,7 +74,7 @@ export function cubeHandlers(deps: CubeDeps): Partial<ServiceImpl<typeof CubeSer
     },
 
     async createRole(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
       const fields: RoleFields = {
         name: name("name", request.name, 100),
         shortDescription: shortText("short_description", request.shortDescription, 500),
@@ -101,8 +93,8 @@ export function cubeHandlers(deps: CubeDeps): Partial<ServiceImpl<typeof CubeSer
     },
 
     async updateRole(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
-      const roleId = uuid("role_id", request.roleId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const roleId = requireUuid("role_id", request.roleId);
       const change: Partial<RoleFields> = {};
       if (request.name !== undefined) change.name = name("name", request.name, 100);
       if (request.shortDescription !== undefined)
@@ -125,20 +117,18 @@ export function cubeHandlers(deps: CubeDeps): Partial<ServiceImpl<typeof CubeSer
     },
 
     async listRoles(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
-      const size = pageSize(request.pageSize);
-      const scope = `roles:${cubeId}`;
-      const offset = decodePageToken(request.pageToken, scope);
-      const rows = await listRoles(deps, await ctx.principal(), cubeId, offset, size);
-      return {
-        roles: rows.slice(0, size).map(roleToWire),
-        nextPageToken: rows.length > size ? encodePageToken(offset + size, scope) : "",
-      };
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const size = pageSize("page_size", request.pageSize);
+      const principal = await ctx.principal();
+      const binding = { caller: credentialKey(principal), filter: { cubeId } };
+      const offset = rolePages.offset(request.pageToken, binding);
+      const page = rolePages.page(await listRoles(deps, principal, cubeId, offset, size), offset, size, binding);
+      return { roles: page.rows.map(roleToWire), nextPageToken: page.next };
     },
 
     async patchRoleSection(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
-      const roleId = uuid("role_id", request.roleId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const roleId = requireUuid("role_id", request.roleId);
       const op = OPS[request.op];
       if (!op) throw new InvalidArgumentError("op", "must be ADD, REPLACE or REMOVE");
       const section = request.section.trim();
@@ -152,7 +142,7 @@ export function cubeHandlers(deps: CubeDeps): Partial<ServiceImpl<typeof CubeSer
     },
 
     async attachSeat(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
       const roleId = optionalUuid("role_id", request.roleId);
       const priorDroneId = optionalUuid("prior_drone_id", request.priorDroneId);
       const hostname = shortText("hostname", request.hostname, 255);
@@ -163,42 +153,34 @@ export function cubeHandlers(deps: CubeDeps): Partial<ServiceImpl<typeof CubeSer
         sessionToken: request.sessionToken,
         hostname,
       });
-      if (result.outcome === "rejected") return { outcome: AttachSeatOutcome.SESSION_REJECTED };
-      return {
-        outcome: result.outcome === "created" ? AttachSeatOutcome.CREATED : AttachSeatOutcome.REUSED,
-        drone: droneToWire(result.drone),
-        sessionId: result.session.id,
-        sessionToken: result.token ?? "",
-        sessionExpiresAt: timestampFromDate(result.session.expiresAt),
-      };
+      return attachToWire(result);
     },
 
     async listDrones(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
-      const size = pageSize(request.pageSize);
-      const scope = `drones:${cubeId}:${request.includeEvicted}`;
-      const offset = decodePageToken(request.pageToken, scope);
-      const views = await listDrones(deps, await ctx.principal(), cubeId, request.includeEvicted, offset, size);
-      return {
-        drones: views.slice(0, size).map(droneToWire),
-        nextPageToken: views.length > size ? encodePageToken(offset + size, scope) : "",
-      };
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const size = pageSize("page_size", request.pageSize);
+      const principal = await ctx.principal();
+      const binding = { caller: credentialKey(principal), filter: { cubeId, includeEvicted: request.includeEvicted } };
+      const offset = dronePages.offset(request.pageToken, binding);
+      const rows = await listDrones(deps, principal, cubeId, request.includeEvicted, offset, size);
+      const page = dronePages.page(rows, offset, size, binding);
+      return { drones: page.rows.map(droneToWire), nextPageToken: page.next };
     },
 
     async dronesSince(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
       const anchor = request.anchor;
       let parsed: { time: Date } | { entryId: string };
       if (anchor.case === "sinceTime") parsed = { time: timestampDate(anchor.value) };
-      else if (anchor.case === "sinceEntryId") parsed = { entryId: uuid("since_entry_id", anchor.value) };
+      else if (anchor.case === "sinceEntryId") parsed = { entryId: requireUuid("since_entry_id", anchor.value) };
       else throw new InvalidArgumentError("anchor", "set since_time or since_entry_id");
       const { drones, anchorTime } = await dronesSince(deps, await ctx.principal(), cubeId, parsed);
       return { drones: drones.map(droneToWire), anchorTime: timestampFromDate(anchorTime) };
     },
 
     async evictDrone(request, ctx) {
-      const cubeId = uuid("cube_id", request.cubeId);
-      const droneId = uuid("drone_id", request.droneId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const droneId = requireUuid("drone_id", request.droneId);
       const { drone, revoked } = await evictDrone(deps, await ctx.principal(), cubeId, droneId);
       return { drone: droneToWire(drone), revokedSessionCount: revoked };
     },

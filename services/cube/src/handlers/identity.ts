@@ -1,29 +1,30 @@
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { CubeAccess } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import {
-  constantTimeEquals,
   InvalidArgumentError,
+  optionalUuid,
   PermissionDeniedError,
-  type Principal,
-  parseToken,
-  principalKindOf,
-  type ServiceImpl,
+  pageSize,
+  requireUuid,
   UnauthenticatedError,
 } from "@unimatrix/service-kit";
-import { clientToWire } from "../convert";
-import type { CubeDeps } from "../deps";
-import { type AccessLevel, clientOf, tenantOf } from "../store/access";
+import { constantTimeEquals, credentialKey, parseToken } from "@unimatrix/service-kit/auth";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { authenticatedToWire, clientToWire, grantToWire, tenantToWire, userToWire } from "../convert";
+import { type AccessLevel, clientOf, tenantOf, userTenantOf } from "../rules/access";
+import { OffsetPages } from "../rules/paging";
+import { enumValue, name } from "../rules/request";
 import { listCubeGrants, revokeCubeGrant, setCubeGrant } from "../store/grants";
-import { createTenant, issueClient, issueUserToken, resolveToken, revokeClient, rotateClient } from "../store/identity";
-import { decodePageToken, encodePageToken, enumValue, name, optionalUuid, pageSize, uuid } from "../validate";
-
-const ts = timestampFromDate;
-
-function requireUser(principal: Principal): string {
-  if (principal.kind !== "user") throw new PermissionDeniedError("only users can call this");
-  return principal.tenantId;
-}
+import {
+  createTenant,
+  issueClient,
+  issueUserToken,
+  listClients,
+  resolveToken,
+  revokeClient,
+  rotateClient,
+} from "../store/identity";
+import type { CubeDeps } from "./deps";
 
 const ACCESS_LEVELS = [CubeAccess.READ, CubeAccess.WRITE, CubeAccess.MANAGE] as const;
 
@@ -31,7 +32,9 @@ const ACCESS_LEVELS = [CubeAccess.READ, CubeAccess.WRITE, CubeAccess.MANAGE] as 
 export function identityHandlers(
   deps: CubeDeps,
   operatorToken: string | undefined,
-): Partial<ServiceImpl<typeof IdentityService>> {
+): ServiceImpl<typeof IdentityService> {
+  const clientPages = new OffsetPages(deps.internalKey, "ListClients");
+  const grantPages = new OffsetPages(deps.internalKey, "ListCubeGrants");
   return {
     async createTenant(request, ctx) {
       const tenantName = name("name", request.name, 200);
@@ -39,16 +42,7 @@ export function identityHandlers(
       const principal = await ctx.principal();
       if (principal.kind !== "operator") throw new PermissionDeniedError("only the operator creates tenants");
       const { tenant, user, token } = await createTenant(deps, tenantName, adminName);
-      return {
-        tenant: { id: tenant.id, name: tenant.name, createdAt: ts(tenant.createdAt) },
-        adminUser: {
-          id: user.id,
-          tenantId: user.tenantId,
-          displayName: user.displayName,
-          createdAt: ts(user.createdAt),
-        },
-        adminUserToken: token,
-      };
+      return { tenant: tenantToWire(tenant), adminUser: userToWire(user), adminUserToken: token };
     },
 
     async issueUserToken(request, ctx) {
@@ -56,23 +50,20 @@ export function identityHandlers(
       if (userId && request.displayName !== "")
         throw new InvalidArgumentError("display_name", "must be empty when user_id is set");
       const displayName = userId ? undefined : name("display_name", request.displayName, 200);
-      const tenantId = requireUser(await ctx.principal());
+      const tenantId = userTenantOf(await ctx.principal());
       const { user, token } = await issueUserToken(deps, tenantId, { userId, displayName });
-      return {
-        user: { id: user.id, tenantId: user.tenantId, displayName: user.displayName, createdAt: ts(user.createdAt) },
-        token,
-      };
+      return { user: userToWire(user), token };
     },
 
     async issueClient(request, ctx) {
       const clientName = name("name", request.name, 200);
-      const tenantId = requireUser(await ctx.principal());
+      const tenantId = userTenantOf(await ctx.principal());
       const { client, token } = await issueClient(deps, tenantId, clientName);
       return { client: clientToWire(client), token };
     },
 
     async rotateClientCredential(request, ctx) {
-      const clientId = uuid("client_id", request.clientId);
+      const clientId = requireUuid("client_id", request.clientId);
       const principal = await ctx.principal();
       const tenantId = tenantOf(principal);
       if (principal.kind !== "user" && !(principal.kind === "client" && principal.subjectId === clientId))
@@ -82,96 +73,63 @@ export function identityHandlers(
     },
 
     async revokeClient(request, ctx) {
-      const clientId = uuid("client_id", request.clientId);
-      const tenantId = requireUser(await ctx.principal());
+      const clientId = requireUuid("client_id", request.clientId);
+      const tenantId = userTenantOf(await ctx.principal());
       return { client: clientToWire(await revokeClient(deps, tenantId, clientId)) };
     },
 
     async listClients(request, ctx) {
-      const size = pageSize(request.pageSize);
+      const size = pageSize("page_size", request.pageSize);
       const principal = await ctx.principal();
       const tenantId = tenantOf(principal);
-      const scope = `clients:${request.includeRevoked}`;
-      const offset = decodePageToken(request.pageToken, scope);
+      const binding = { caller: credentialKey(principal), filter: { includeRevoked: request.includeRevoked } };
+      const offset = clientPages.offset(request.pageToken, binding);
       const own = clientOf(principal);
       if (principal.kind !== "user" && principal.kind !== "client")
         throw new PermissionDeniedError("only users and clients list clients");
-      const rows = await deps.prisma.apiClient.findMany({
-        where: { tenantId, ...(own ? { id: own } : {}), ...(request.includeRevoked ? {} : { revokedAt: null }) },
-        orderBy: [{ createdAt: "asc" }, { id: "asc" }],
-        skip: offset,
-        take: size + 1,
-      });
-      return {
-        clients: rows.slice(0, size).map(clientToWire),
-        nextPageToken: rows.length > size ? encodePageToken(offset + size, scope) : "",
-      };
+      const rows = await listClients(deps, tenantId, { own, includeRevoked: request.includeRevoked }, offset, size);
+      const page = clientPages.page(rows, offset, size, binding);
+      return { clients: page.rows.map(clientToWire), nextPageToken: page.next };
     },
 
     async setCubeGrant(request, ctx) {
-      const clientId = uuid("client_id", request.clientId);
-      const cubeId = uuid("cube_id", request.cubeId);
+      const clientId = requireUuid("client_id", request.clientId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
       const access = enumValue("access", request.access, ACCESS_LEVELS);
       const grant = await setCubeGrant(deps, await ctx.principal(), clientId, cubeId, access as AccessLevel);
-      return {
-        grant: { clientId: grant.clientId, cubeId: grant.cubeId, access: grant.access, updatedAt: ts(grant.updatedAt) },
-      };
+      return { grant: grantToWire(grant) };
     },
 
     async revokeCubeGrant(request, ctx) {
-      const clientId = uuid("client_id", request.clientId);
-      const cubeId = uuid("cube_id", request.cubeId);
+      const clientId = requireUuid("client_id", request.clientId);
+      const cubeId = requireUuid("cube_id", request.cubeId);
       return { removed: await revokeCubeGrant(deps, await ctx.principal(), clientId, cubeId) };
     },
 
     async listCubeGrants(request, ctx) {
       const clientId = optionalUuid("client_id", request.clientId);
       const cubeId = optionalUuid("cube_id", request.cubeId);
-      const size = pageSize(request.pageSize);
-      const scope = `grants:${clientId ?? ""}:${cubeId ?? ""}`;
-      const offset = decodePageToken(request.pageToken, scope);
-      const rows = await listCubeGrants(deps, await ctx.principal(), { clientId, cubeId }, offset, size);
-      return {
-        grants: rows.slice(0, size).map((g) => ({
-          clientId: g.clientId,
-          cubeId: g.cubeId,
-          access: g.access,
-          updatedAt: ts(g.updatedAt),
-        })),
-        nextPageToken: rows.length > size ? encodePageToken(offset + size, scope) : "",
-      };
+      const size = pageSize("page_size", request.pageSize);
+      const principal = await ctx.principal();
+      const binding = { caller: credentialKey(principal), filter: { clientId: clientId ?? "", cubeId: cubeId ?? "" } };
+      const offset = grantPages.offset(request.pageToken, binding);
+      const rows = await listCubeGrants(deps, principal, { clientId, cubeId }, offset, size);
+      const page = grantPages.page(rows, offset, size, binding);
+      return { grants: page.rows.map(grantToWire), nextPageToken: page.next };
     },
 
     async authenticate(request) {
       if (request.token === "") throw new InvalidArgumentError("token", "must not be empty");
       const parsed = parseToken(request.token);
-      const checkedAt = ts(deps.clock.now());
+      const checkedAt = deps.clock.now();
       if (parsed?.kind === "operator") {
-        if (operatorToken && constantTimeEquals(request.token, operatorToken)) {
-          return {
-            principal: { kind: principalKindOf("operator"), subjectId: "operator", displayName: "operator" },
-            checkedAt,
-          };
-        }
+        if (operatorToken && constantTimeEquals(request.token, operatorToken))
+          return authenticatedToWire("operator", checkedAt);
         throw new UnauthenticatedError("invalid credential");
       }
       const resolved = parsed ? await resolveToken(deps, parsed) : null;
       if (!resolved) throw new UnauthenticatedError("invalid credential");
-      const p = resolved.principal;
-      return {
-        principal: {
-          kind: principalKindOf(p.kind),
-          tenantId: p.tenantId ?? "",
-          subjectId: p.subjectId,
-          clientId: p.kind === "drone-session" ? p.clientId : "",
-          cubeId: p.kind === "drone-session" ? p.cubeId : "",
-          droneId: p.kind === "drone-session" ? p.droneId : "",
-          expiresAt: resolved.expiresAt ? ts(resolved.expiresAt) : undefined,
-          credentialId: resolved.credentialId,
-          displayName: resolved.displayName,
-        },
-        checkedAt,
-      };
+      return authenticatedToWire(resolved, checkedAt);
     },
   };
 }

@@ -1,12 +1,8 @@
-import { NotFoundError, PermissionDeniedError, type Principal } from "@unimatrix/service-kit";
-import type { Cube } from "../../generated/prisma/client";
+import { NotFoundError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import { type AccessLevel, clientOf, MANAGE, requireLevel, tenantOf } from "../rules/access";
 import type { Tx } from "./prisma";
-
-/** Access levels, ordered: 0 none, 1 READ, 2 WRITE, 3 MANAGE (the CubeAccess enum values). */
-export type AccessLevel = 0 | 1 | 2 | 3;
-export const READ = 1;
-export const WRITE = 2;
-export const MANAGE = 3;
+import type { Cube } from "./rows";
 
 /** The drone a drone-session principal acts as, with what visibility depends on. */
 export interface DroneActor {
@@ -23,20 +19,6 @@ export interface CubeStanding {
   readonly access: AccessLevel;
   /** Set for drone sessions. */
   readonly drone?: DroneActor;
-}
-
-/** The tenant of a principal that may touch tenant data; PERMISSION_DENIED for the operator and other contexts' kinds. */
-export function tenantOf(principal: Principal): string {
-  if (principal.kind === "user" || principal.kind === "client" || principal.kind === "drone-session")
-    return principal.tenantId;
-  throw new PermissionDeniedError(`a ${principal.kind} principal cannot call this`);
-}
-
-/** The client id behind a principal (the client itself, or a drone session's client). */
-export function clientOf(principal: Principal): string | undefined {
-  if (principal.kind === "client") return principal.subjectId;
-  if (principal.kind === "drone-session") return principal.clientId;
-  return undefined;
 }
 
 /**
@@ -124,11 +106,6 @@ export async function requireAccess(
   what: string,
 ): Promise<CubeStanding> {
   const s = await standing(db, principal, cubeId);
-  if (s.access < level) throw new PermissionDeniedError(`${what} requires ${levelName(level)} access to the cube`);
+  requireLevel(s.access, level, what);
   return s;
-}
-
-/** Lower-case name of an access level. */
-export function levelName(level: number): string {
-  return ["none", "read", "write", "manage"][level] ?? "unknown";
 }

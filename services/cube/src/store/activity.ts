@@ -1,45 +1,16 @@
 import { randomUUID } from "node:crypto";
-import {
-  FailedPreconditionError,
-  InvalidArgumentError,
-  PermissionDeniedError,
-  type Principal,
-} from "@unimatrix/service-kit";
-import type { ActivityItem as ActivityRow } from "../../generated/prisma/client";
-import { type EntryExtras, entryToWire, notificationToWire, type WireItem } from "../convert";
-import { decodeCursor, encodeCursor } from "../cursor";
-import { ACTIVITY, type CubeDeps, ring } from "../deps";
-import { taxonomyKinds } from "../validate";
-import { type CubeStanding, READ, requireAccess, WRITE } from "./access";
+import { FailedPreconditionError, InvalidArgumentError, PermissionDeniedError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import type { CubeDeps } from "../handlers/deps";
+import { ACTIVITY, ringAfterCommit } from "../live/channels";
+import { authorPrincipalId, READ, WRITE } from "../rules/access";
+import { cursorPosition } from "../rules/cursor";
+import type { NewEntry } from "../rules/entry";
+import { taxonomyKinds } from "../rules/taxonomy";
+import { type Viewer, viewerOf, visibleTo } from "../rules/visibility";
+import { type CubeStanding, requireAccess } from "./access";
 import { inTransaction, type PrismaClient, type Tx } from "./prisma";
-
-/** Who is reading: a drone (with what decides its visibility) or another principal. */
-export type Viewer =
-  | { readonly kind: "drone"; readonly droneId: string; readonly participant: boolean; readonly allDirect: boolean }
-  | { readonly kind: "principal" };
-
-/** The viewer a standing describes. */
-export function viewerOf(s: CubeStanding): Viewer {
-  if (!s.drone) return { kind: "principal" };
-  return { kind: "drone", droneId: s.drone.id, participant: s.access >= WRITE, allDirect: s.drone.receivesAllDirect };
-}
-
-/**
- * Whether a viewer may see an item: observers see broadcast entries only; participants also their
- * own, addressed and (receives-all-direct) direct entries and their notifications; other principals
- * every entry and no notification.
- */
-export function visibleTo(viewer: Viewer, row: ActivityRow): boolean {
-  if (row.itemType === "notification") return viewer.kind === "drone" && row.recipientDroneIds[0] === viewer.droneId;
-  if (row.visibility === "broadcast" || viewer.kind === "principal") return true;
-  if (!viewer.participant) return false;
-  return viewer.allDirect || row.authorDroneId === viewer.droneId || row.recipientDroneIds.includes(viewer.droneId);
-}
-
-/** The key that makes acks and claims idempotent per principal: the drone for drone sessions. */
-export function actorKey(principal: Principal): string {
-  return principal.kind === "drone-session" ? principal.droneId : principal.subjectId;
-}
+import { type ActivityRow, type EntryState, type ItemRow, NO_REACTIONS } from "./rows";
 
 /** Display label of a principal: the drone label, user name or client name. */
 export async function labelOf(db: Tx, principal: Principal, s: CubeStanding): Promise<string> {
@@ -51,88 +22,33 @@ export async function labelOf(db: Tx, principal: Principal, s: CubeStanding): Pr
   return "";
 }
 
-/** Ack and claim state of entries, batched. */
-export async function extrasFor(db: PrismaClient | Tx, entryIds: string[]): Promise<Map<string, EntryExtras>> {
-  const out = new Map<string, EntryExtras>();
-  if (entryIds.length === 0) return out;
+/** Rows with the ack and claim state of their entries, loaded in one batch. */
+export async function loadItems(db: PrismaClient | Tx, rows: readonly ActivityRow[]): Promise<ItemRow[]> {
+  const entryIds = rows.filter((r) => r.itemType === "entry").map((r) => r.id);
+  if (entryIds.length === 0) return rows.map((row) => ({ row, state: NO_REACTIONS }));
   const [acks, claims] = await Promise.all([
     db.ack.findMany({ where: { entryId: { in: entryIds } }, orderBy: [{ createdAt: "asc" }, { principalId: "asc" }] }),
     db.claim.findMany({ where: { entryId: { in: entryIds } } }),
   ]);
-  for (const id of entryIds) {
-    const mine = acks.filter((a) => a.entryId === id);
-    const claim = claims.find((c) => c.entryId === id);
-    out.set(id, {
+  return rows.map((row): ItemRow => {
+    if (row.itemType !== "entry") return { row, state: NO_REACTIONS };
+    const mine = acks.filter((a) => a.entryId === row.id);
+    const state: EntryState = {
       ackCount: mine.length,
       ackedByDroneIds: mine.flatMap((a) => (a.droneId ? [a.droneId] : [])),
-      claim,
-    });
-  }
-  return out;
-}
-
-/** Rows → wire items, with entry extras loaded in one batch. */
-export async function toItems(db: PrismaClient | Tx, rows: ActivityRow[]): Promise<WireItem[]> {
-  const extras = await extrasFor(
-    db,
-    rows.filter((r) => r.itemType === "entry").map((r) => r.id),
-  );
-  return rows.map((row) =>
-    row.itemType === "entry"
-      ? { item: { case: "entry", value: entryToWire(row, extras.get(row.id) ?? { ackCount: 0, ackedByDroneIds: [] }) } }
-      : { item: { case: "notification", value: notificationToWire(row) } },
-  );
-}
-
-/** Takes `count` positions of a cube's order; locks the cube row until commit (commit order = position order). */
-export async function takePositions(tx: Tx, cubeId: string, count: number): Promise<bigint> {
-  const [row] = await tx.$queryRaw<{ head: bigint }[]>`
-    UPDATE cubes SET head = head + ${count} WHERE id = ${cubeId}::uuid RETURNING head`;
-  if (!row) throw new Error(`cube ${cubeId} vanished under a held transaction`);
-  return BigInt(row.head) - BigInt(count) + 1n;
-}
-
-/** A notification to store. */
-export interface NewNotification {
-  readonly recipientDroneId: string;
-  readonly kind: "ack" | "claim" | "release" | "heartbeat_ping";
-  readonly text: string;
-  readonly entryId?: string;
-  readonly actorDroneId?: string;
-  readonly actorRoleName?: string;
-}
-
-/** Stores notifications in the cube's order (inside the caller's transaction). */
-export async function insertNotifications(tx: Tx, cubeId: string, items: NewNotification[], now: Date): Promise<void> {
-  if (items.length === 0) return;
-  const first = await takePositions(tx, cubeId, items.length);
-  await tx.activityItem.createMany({
-    data: items.map((n, i) => ({
-      id: randomUUID(),
-      cubeId,
-      position: first + BigInt(i),
-      itemType: "notification",
-      createdAt: now,
-      message: n.text,
-      recipientDroneIds: [n.recipientDroneId],
-      notificationKind: n.kind,
-      entryId: n.entryId ?? null,
-      actorDroneId: n.actorDroneId ?? null,
-      actorRoleName: n.actorRoleName ?? null,
-    })),
+      claim: claims.find((c) => c.entryId === row.id) ?? null,
+    };
+    return { row, state };
   });
 }
 
-/** What AppendEntry asks for (validated shape). */
-export interface NewEntry {
-  readonly message: string;
-  readonly visibility: "broadcast" | "direct";
-  readonly recipientDroneIds: string[];
-  readonly kind?: string;
-}
-
 /** Appends an entry: position taken under the cube lock, committed, then the doorbell rings. */
-export async function appendEntry(deps: CubeDeps, principal: Principal, cubeId: string, input: NewEntry) {
+export async function appendEntry(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  input: NewEntry,
+): Promise<ItemRow> {
   const pre = await requireAccess(deps.prisma, principal, cubeId, WRITE, "posting");
   if (input.visibility === "broadcast" && pre.drone && !pre.drone.canBroadcast)
     throw new PermissionDeniedError("this drone's role cannot broadcast");
@@ -155,7 +71,7 @@ export async function appendEntry(deps: CubeDeps, principal: Principal, cubeId: 
     itemType: "entry",
     createdAt: now,
     authorDroneId: pre.drone?.id ?? null,
-    authorPrincipalId: principal.kind === "drone-session" ? principal.clientId : principal.subjectId,
+    authorPrincipalId: authorPrincipalId(principal),
     authorPrincipalKind: principal.kind,
     authorLabel: label,
     message: input.message,
@@ -188,8 +104,30 @@ export async function appendEntry(deps: CubeDeps, principal: Principal, cubeId: 
     RETURNING position`;
   if (!inserted) throw new Error(`cube ${cubeId} vanished while appending`);
   row.position = BigInt(inserted.position);
-  ring(deps, [cubeId], ACTIVITY);
-  return entryToWire(row, { ackCount: 0, ackedByDroneIds: [] });
+  await ringAfterCommit(deps, [cubeId], ACTIVITY);
+  return { row, state: NO_REACTIONS };
+}
+
+/** Items of a cube after a position, in order (every item: visibility is the reader's to apply). */
+export function readAfter(db: PrismaClient | Tx, cubeId: string, after: bigint, limit: number): Promise<ActivityRow[]> {
+  return db.activityItem.findMany({
+    where: { cubeId, position: { gt: after } },
+    orderBy: { position: "asc" },
+    take: limit,
+  });
+}
+
+/** A cube's last position (0 for an unknown cube). */
+export async function headOf(db: PrismaClient | Tx, cubeId: string): Promise<bigint> {
+  const cube = await db.cube.findUnique({ where: { id: cubeId }, select: { head: true } });
+  return BigInt(cube?.head ?? 0n);
+}
+
+/** Visible items after a position: what was found, the last position scanned, and whether the log goes on. */
+export interface VisiblePage {
+  readonly rows: ActivityRow[];
+  readonly last: bigint;
+  readonly hasMore: boolean;
 }
 
 /** Visible items after a position, scanning in batches until `limit` are found or the log ends. */
@@ -199,15 +137,11 @@ export async function scanVisible(
   after: bigint,
   viewer: Viewer,
   limit: number,
-): Promise<{ rows: ActivityRow[]; last: bigint; hasMore: boolean }> {
+): Promise<VisiblePage> {
   const rows: ActivityRow[] = [];
   let last = after;
   for (let round = 0; round < 8; round++) {
-    const batch = await db.activityItem.findMany({
-      where: { cubeId, position: { gt: last } },
-      orderBy: { position: "asc" },
-      take: 500,
-    });
+    const batch = await readAfter(db, cubeId, last, 500);
     for (const row of batch) {
       if (visibleTo(viewer, row)) {
         rows.push(row);
@@ -222,11 +156,17 @@ export async function scanVisible(
   return { rows, last, hasMore: true };
 }
 
-/** Checks a cursor against the cube: malformed/foreign → INVALID_ARGUMENT, ahead of the head too. */
+/** The position a cursor names in the standing's cube (nothing is pruned yet: the floor is 0). */
 export function positionOf(field: string, s: CubeStanding, cursor: string): bigint {
-  const position = decodeCursor(field, s.cube.id, cursor);
-  if (position > BigInt(s.cube.head)) throw new InvalidArgumentError(field, "is ahead of the cube's activity");
-  return position;
+  return cursorPosition(field, s.cube.id, { head: BigInt(s.cube.head), floor: 0n }, cursor);
+}
+
+/** A page of items with the position read from and the last position scanned. */
+export interface ItemPage {
+  readonly items: ItemRow[];
+  readonly after: bigint;
+  readonly last: bigint;
+  readonly hasMore: boolean;
 }
 
 /** A page of visible activity after a cursor. Requires READ. */
@@ -236,19 +176,20 @@ export async function readActivity(
   cubeId: string,
   cursor: string,
   limit: number,
-) {
+): Promise<ItemPage> {
   const s = await requireAccess(deps.prisma, principal, cubeId, READ, "reading");
   const after = positionOf("cursor", s, cursor);
   const page = await scanVisible(deps.prisma, cubeId, after, viewerOf(s), limit);
-  return {
-    items: await toItems(deps.prisma, page.rows),
-    nextCursor: page.last === after ? cursor : encodeCursor(cubeId, page.last),
-    hasMore: page.hasMore,
-  };
+  return { items: await loadItems(deps.prisma, page.rows), after, last: page.last, hasMore: page.hasMore };
 }
 
 /** What a drone may see since its inbox position; advances the position. */
-export async function readUnread(deps: CubeDeps, principal: Principal, cubeId: string, limit: number) {
+export async function readUnread(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  limit: number,
+): Promise<ItemPage> {
   if (principal.kind !== "drone-session") {
     throw new FailedPreconditionError("only drone sessions have an inbox");
   }
@@ -261,6 +202,6 @@ export async function readUnread(deps: CubeDeps, principal: Principal, cubeId: s
     if (page.last !== after) {
       await tx.drone.update({ where: { id: principal.droneId }, data: { inboxPosition: page.last } });
     }
-    return { items: await toItems(tx, page.rows), cursor: encodeCursor(cubeId, page.last), hasMore: page.hasMore };
+    return { items: await loadItems(tx, page.rows), after, last: page.last, hasMore: page.hasMore };
   });
 }

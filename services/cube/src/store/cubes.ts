@@ -1,14 +1,12 @@
 import { randomUUID } from "node:crypto";
-import {
-  AlreadyExistsError,
-  InvalidArgumentError,
-  PermissionDeniedError,
-  type Principal,
-} from "@unimatrix/service-kit";
-import type { Cube } from "../../generated/prisma/client";
-import { type CubeDeps, isUniqueViolation } from "../deps";
-import { type AccessLevel, clientOf, MANAGE, requireAccess, standing, tenantOf } from "./access";
+import { AlreadyExistsError, InvalidArgumentError, PermissionDeniedError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import { isUniqueViolation } from "@unimatrix/service-kit/store";
+import type { CubeDeps } from "../handlers/deps";
+import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";
+import { requireAccess, standing } from "./access";
 import { inTransaction } from "./prisma";
+import type { Cube } from "./rows";
 
 /** What a new cube is made of. */
 export interface NewCube {

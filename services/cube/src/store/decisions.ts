@@ -1,8 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { NotFoundError, type Principal } from "@unimatrix/service-kit";
-import type { CubeDeps } from "../deps";
-import { READ, requireAccess, WRITE } from "./access";
-import { labelOf, viewerOf, visibleTo } from "./activity";
+import { NotFoundError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import type { CubeDeps } from "../handlers/deps";
+import { authorPrincipalId, READ, WRITE } from "../rules/access";
+import { viewerOf, visibleTo } from "../rules/visibility";
+import { requireAccess } from "./access";
+import { labelOf } from "./activity";
+import type { Decision } from "./rows";
 
 /** Records a decision. Requires WRITE; a named entry must be visible in this cube. */
 export async function recordDecision(
@@ -10,7 +14,7 @@ export async function recordDecision(
   principal: Principal,
   cubeId: string,
   input: { title: string; rationale: string; entryId?: string },
-) {
+): Promise<Decision> {
   const s = await requireAccess(deps.prisma, principal, cubeId, WRITE, "recording decisions");
   if (input.entryId) {
     const entry = await deps.prisma.activityItem.findFirst({ where: { id: input.entryId, cubeId, itemType: "entry" } });
@@ -22,7 +26,7 @@ export async function recordDecision(
       id: randomUUID(),
       cubeId,
       authorDroneId: s.drone?.id ?? null,
-      authorPrincipalId: principal.kind === "drone-session" ? principal.clientId : principal.subjectId,
+      authorPrincipalId: authorPrincipalId(principal),
       authorPrincipalKind: principal.kind,
       authorLabel: await labelOf(deps.prisma, principal, s),
       title: input.title,
@@ -40,7 +44,7 @@ export async function listDecisions(
   cubeId: string,
   offset: number,
   limit: number,
-) {
+): Promise<Decision[]> {
   await requireAccess(deps.prisma, principal, cubeId, READ, "listing decisions");
   return deps.prisma.decision.findMany({
     where: { cubeId },

@@ -1,8 +1,11 @@
-import { FailedPreconditionError, NotFoundError, type Principal } from "@unimatrix/service-kit";
-import type { CubeGrant } from "../../generated/prisma/client";
-import { ACCESS, type CubeDeps, ring } from "../deps";
-import { type AccessLevel, clientOf, MANAGE, requireAccess, tenantOf } from "./access";
+import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import type { CubeDeps } from "../handlers/deps";
+import { ACCESS, ringAfterCommit } from "../live/channels";
+import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";
+import { requireAccess } from "./access";
 import { inTransaction, type Tx } from "./prisma";
+import type { CubeGrant } from "./rows";
 
 async function checkGrantCaller(tx: Tx, principal: Principal, cubeId: string, clientId: string) {
   const tenantId = tenantOf(principal);
@@ -31,7 +34,7 @@ export async function setCubeGrant(
       update: { access, updatedAt: now },
     });
   });
-  ring(deps, [cubeId], ACCESS);
+  await ringAfterCommit(deps, [cubeId], ACCESS);
   return grant;
 }
 
@@ -49,7 +52,7 @@ export async function revokeCubeGrant(
     const result = await tx.cubeGrant.deleteMany({ where: { clientId, cubeId } });
     return result.count > 0;
   });
-  if (removed) ring(deps, [cubeId], ACCESS);
+  if (removed) await ringAfterCommit(deps, [cubeId], ACCESS);
   return removed;
 }
 

@@ -1,25 +1,11 @@
 import { randomUUID } from "node:crypto";
-import {
-  AlreadyExistsError,
-  FailedPreconditionError,
-  issueToken,
-  NotFoundError,
-  type ParsedToken,
-  type Principal,
-  sha256,
-  verifySecret,
-} from "@unimatrix/service-kit";
-import type { ApiClient, Tenant, User } from "../../generated/prisma/client";
-import { ACCESS, type CubeDeps, isUniqueViolation, ring } from "../deps";
+import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import { issueToken, type ParsedToken, type Principal, sha256, verifySecret } from "@unimatrix/service-kit/auth";
+import { isUniqueViolation } from "@unimatrix/service-kit/store";
+import type { CubeDeps } from "../handlers/deps";
+import { ACCESS, ringAfterCommit } from "../live/channels";
 import { bytes, inTransaction, type Tx } from "./prisma";
-
-/** A resolved token: the kit principal plus what the Authenticate RPC reports. */
-export interface ResolvedToken {
-  readonly principal: Principal;
-  readonly credentialId: string;
-  readonly displayName: string;
-  readonly expiresAt?: Date;
-}
+import type { ApiClient, ResolvedToken, Tenant, User } from "./rows";
 
 /** Creates a tenant and its first user with a token. ALREADY_EXISTS for a taken name. */
 export async function createTenant(
@@ -159,7 +145,7 @@ export async function rotateClient(
     const revoked = await revokeSessionsOfClient(tx, clientId, now);
     return { client, revoked, cubes: [...revoked.cubes, ...(await cubesOfClient(tx, clientId))] };
   });
-  ring(deps, result.cubes, ACCESS);
+  await ringAfterCommit(deps, result.cubes, ACCESS);
   return { client: result.client, token: issued.token, revoked: result.revoked.count };
 }
 
@@ -173,7 +159,7 @@ export async function revokeClient(deps: CubeDeps, tenantId: string, clientId: s
     const revoked = await revokeSessionsOfClient(tx, clientId, now);
     return { client, cubes: [...revoked.cubes, ...(await cubesOfClient(tx, clientId))] };
   });
-  ring(deps, result.cubes, ACCESS);
+  await ringAfterCommit(deps, result.cubes, ACCESS);
   return result.client;
 }
 
@@ -251,4 +237,36 @@ export async function sessionUsable(deps: Pick<CubeDeps, "prisma">, sessionId: s
     WHERE s.id = ${sessionId}::uuid AND s.revoked_at IS NULL AND s.expires_at > ${now}
       AND d.evicted_at IS NULL AND c.revoked_at IS NULL`;
   return rows.length > 0;
+}
+
+/** A tenant's clients oldest first (only `own` when set), one more than `limit` to tell a next page. */
+export function listClients(
+  deps: CubeDeps,
+  tenantId: string,
+  filter: { own?: string; includeRevoked: boolean },
+  offset: number,
+  limit: number,
+): Promise<ApiClient[]> {
+  return deps.prisma.apiClient.findMany({
+    where: {
+      tenantId,
+      ...(filter.own ? { id: filter.own } : {}),
+      ...(filter.includeRevoked ? {} : { revokedAt: null }),
+    },
+    orderBy: [{ createdAt: "asc" }, { id: "asc" }],
+    skip: offset,
+    take: limit + 1,
+  });
+}
+
+/** Why a principal's credential no longer works (a reason), or null while it still does. */
+export async function revokedReason(deps: CubeDeps, principal: Principal): Promise<string | null> {
+  if (principal.kind === "drone-session") {
+    return (await sessionUsable(deps, principal.subjectId, deps.clock.now())) ? null : "drone session revoked";
+  }
+  if (principal.kind === "client") {
+    const client = await deps.prisma.apiClient.findUnique({ where: { id: principal.subjectId } });
+    return client && !client.revokedAt ? null : "client revoked";
+  }
+  return null;
 }

@@ -1,5 +1,7 @@
-import { ACTIVITY, type CubeDeps, ring } from "../deps";
-import { insertNotifications } from "./activity";
+import type { CubeDeps } from "../handlers/deps";
+import { ACTIVITY, ringAfterCommit } from "../live/channels";
+import { PING_TEXT } from "../rules/preview";
+import { insertNotifications } from "./notifications";
 import { inTransaction } from "./prisma";
 
 /** Thresholds of the liveness scan (DESIGN §3). */
@@ -49,14 +51,14 @@ export async function scanLiveness(deps: CubeDeps): Promise<string[]> {
           {
             recipientDroneId: row.id,
             kind: "heartbeat_ping",
-            text: "[PING] are you still there? post to the log to stay live",
+            text: PING_TEXT,
           },
         ],
         now,
       ),
     );
   }
-  ring(
+  await ringAfterCommit(
     deps,
     pinged.map((r) => r.cube_id),
     ACTIVITY,

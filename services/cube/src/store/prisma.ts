@@ -1,19 +1,19 @@
-import type { Database } from "@unimatrix/service-kit";
+import { type Database, type Tx as KitTx, inTransaction as kitInTransaction } from "@unimatrix/service-kit/store";
 import { PrismaClient } from "../../generated/prisma/client";
 
 export type { PrismaClient } from "../../generated/prisma/client";
 
-/** A Prisma interactive transaction client. */
-export type Tx = Omit<PrismaClient, "$connect" | "$disconnect" | "$on" | "$transaction" | "$extends" | "$use">;
+/** An interactive transaction client of the cube schema (the kit's `Tx`). */
+export type Tx = KitTx<PrismaClient>;
 
 /** Opens the service's Prisma client on the kit's database adapter. */
 export function openPrisma(database: Database): PrismaClient {
   return new PrismaClient({ adapter: database.adapter });
 }
 
-/** Runs `fn` in one interactive transaction (READ COMMITTED), with a generous timeout under load. */
+/** Runs `fn` in one interactive transaction with the kit's timeouts (READ COMMITTED). */
 export function inTransaction<T>(prisma: PrismaClient, fn: (tx: Tx) => Promise<T>): Promise<T> {
-  return prisma.$transaction(fn, { maxWait: 10_000, timeout: 30_000 });
+  return kitInTransaction(prisma, fn);
 }
 
 /** A digest as the `Bytes` Prisma expects (a plain ArrayBuffer-backed copy). */

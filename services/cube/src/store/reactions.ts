@@ -1,19 +1,35 @@
-import { NotFoundError, type Principal } from "@unimatrix/service-kit";
-import type { ActivityItem as ActivityRow, Claim } from "../../generated/prisma/client";
-import { entryToWire } from "../convert";
-import { ACTIVITY, type CubeDeps, ring } from "../deps";
-import { preview } from "../validate";
-import { type CubeStanding, requireAccess, WRITE } from "./access";
-import {
-  actorKey,
-  extrasFor,
-  insertNotifications,
-  labelOf,
-  type NewNotification,
-  viewerOf,
-  visibleTo,
-} from "./activity";
+import { NotFoundError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import type { CubeDeps } from "../handlers/deps";
+import { ACTIVITY, ringAfterCommit } from "../live/channels";
+import { actorKey, WRITE } from "../rules/access";
+import { notificationText } from "../rules/preview";
+import { viewerOf, visibleTo } from "../rules/visibility";
+import { type CubeStanding, requireAccess } from "./access";
+import { labelOf, loadItems } from "./activity";
+import { insertNotifications, type NewNotification } from "./notifications";
 import { inTransaction, type Tx } from "./prisma";
+import type { ActivityRow, Claim, ItemRow } from "./rows";
+
+/** What AckEntry did: whether this ack is new, and the entry as it is now. */
+export interface AckResult {
+  readonly newlyAcked: boolean;
+  readonly entry: ItemRow;
+}
+
+/** What ClaimEntry did: claimed now, already held by the caller, or held by another; the claim and the entry. */
+export interface ClaimResult {
+  readonly outcome: "claimed" | "held" | "other";
+  readonly claim: Claim;
+  readonly entry: ItemRow;
+}
+
+/** What ReleaseClaim did: released, nothing to release, or held by another (with that claim); the entry. */
+export interface ReleaseResult {
+  readonly outcome: "released" | "none" | "other";
+  readonly claim: Claim | null;
+  readonly entry: ItemRow;
+}
 
 async function visibleEntry(deps: CubeDeps, principal: Principal, cubeId: string, entryId: string, what: string) {
   const s = await requireAccess(deps.prisma, principal, cubeId, WRITE, what);
@@ -22,9 +38,9 @@ async function visibleEntry(deps: CubeDeps, principal: Principal, cubeId: string
   return { s, entry };
 }
 
-async function entryNow(tx: Tx, entry: ActivityRow) {
-  const extras = await extrasFor(tx, [entry.id]);
-  return entryToWire(entry, extras.get(entry.id) ?? { ackCount: 0, ackedByDroneIds: [] });
+async function entryNow(tx: Tx, entry: ActivityRow): Promise<ItemRow> {
+  const [item] = await loadItems(tx, [entry]);
+  return item as ItemRow;
 }
 
 /** The claim audience: the direct recipients, or for a broadcast every participant drone; minus `except`. */
@@ -51,7 +67,7 @@ async function claimAudience(tx: Tx, entry: ActivityRow, except: string | undefi
 }
 
 function notes(audience: string[], kind: "claim" | "release", entry: ActivityRow, s: CubeStanding): NewNotification[] {
-  const text = `[${kind.toUpperCase()}] ${preview(entry.message)}`;
+  const text = notificationText(kind, entry.message);
   return audience.map((recipientDroneId) => ({
     recipientDroneId,
     kind,
@@ -63,7 +79,12 @@ function notes(audience: string[], kind: "claim" | "release", entry: ActivityRow
 }
 
 /** Acks an entry once per principal; a new ack by a drone notifies the author drone. */
-export async function ackEntry(deps: CubeDeps, principal: Principal, cubeId: string, entryId: string) {
+export async function ackEntry(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  entryId: string,
+): Promise<AckResult> {
   const { s, entry } = await visibleEntry(deps, principal, cubeId, entryId, "acking");
   await deps.guard.admit(300);
   const now = deps.clock.now();
@@ -81,7 +102,7 @@ export async function ackEntry(deps: CubeDeps, principal: Principal, cubeId: str
           {
             recipientDroneId: entry.authorDroneId,
             kind: "ack",
-            text: `[ACK] ${preview(entry.message)}`,
+            text: notificationText("ack", entry.message),
             entryId,
             actorDroneId: s.drone.id,
             actorRoleName: s.drone.roleName,
@@ -92,12 +113,17 @@ export async function ackEntry(deps: CubeDeps, principal: Principal, cubeId: str
     }
     return { newlyAcked, entry: await entryNow(tx, entry) };
   });
-  if (result.newlyAcked) ring(deps, [cubeId], ACTIVITY);
+  if (result.newlyAcked) await ringAfterCommit(deps, [cubeId], ACTIVITY);
   return result;
 }
 
 /** Claims an entry exclusively: the first claimant wins; one CLAIM notification per audience drone. */
-export async function claimEntry(deps: CubeDeps, principal: Principal, cubeId: string, entryId: string) {
+export async function claimEntry(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  entryId: string,
+): Promise<ClaimResult> {
   const { s, entry } = await visibleEntry(deps, principal, cubeId, entryId, "claiming");
   await deps.guard.admit(300);
   const now = deps.clock.now();
@@ -119,12 +145,17 @@ export async function claimEntry(deps: CubeDeps, principal: Principal, cubeId: s
     const claim = (await tx.claim.findUnique({ where: { entryId } })) as Claim;
     return { outcome, claim, entry: await entryNow(tx, entry) };
   });
-  if (result.outcome === "claimed") ring(deps, [cubeId], ACTIVITY);
+  if (result.outcome === "claimed") await ringAfterCommit(deps, [cubeId], ACTIVITY);
   return result;
 }
 
 /** Releases the caller's claim; the audience (minus the releaser) is told. */
-export async function releaseClaim(deps: CubeDeps, principal: Principal, cubeId: string, entryId: string) {
+export async function releaseClaim(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  entryId: string,
+): Promise<ReleaseResult> {
   const { s, entry } = await visibleEntry(deps, principal, cubeId, entryId, "releasing");
   const now = deps.clock.now();
   const key = actorKey(principal);
@@ -148,6 +179,6 @@ export async function releaseClaim(deps: CubeDeps, principal: Principal, cubeId:
     }
     return { outcome, claim, entry: await entryNow(tx, entry) };
   });
-  if (result.outcome === "released") ring(deps, [cubeId], ACTIVITY);
+  if (result.outcome === "released") await ringAfterCommit(deps, [cubeId], ACTIVITY);
   return result;
 }

@@ -1,16 +1,14 @@
 import { randomUUID } from "node:crypto";
-import {
-  AlreadyExistsError,
-  FailedPreconditionError,
-  InvalidArgumentError,
-  NotFoundError,
-  type Principal,
-} from "@unimatrix/service-kit";
-import type { Role } from "../../generated/prisma/client";
-import { type CubeDeps, isUniqueViolation } from "../deps";
-import { MAX_DOCUMENT_BYTES } from "../validate";
-import { MANAGE, READ, requireAccess } from "./access";
+import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import { isUniqueViolation } from "@unimatrix/service-kit/store";
+import type { CubeDeps } from "../handlers/deps";
+import { MANAGE, READ } from "../rules/access";
+import { MAX_DOCUMENT_BYTES } from "../rules/request";
+import { patchSection, type SectionOp } from "../rules/sections";
+import { requireAccess } from "./access";
 import { inTransaction, type Tx } from "./prisma";
+import type { Role } from "./rows";
 
 /** The editable fields of a role. */
 export interface RoleFields {
@@ -89,35 +87,6 @@ export async function listRoles(deps: CubeDeps, principal: Principal, cubeId: st
     skip: offset,
     take: limit + 1,
   });
-}
-
-export type SectionOp = "add" | "replace" | "remove";
-
-const HEADING = /^##(?!#)\s*(.*?)\s*$/;
-
-/** Applies one section edit to a Markdown description (level-2 headings delimit sections). */
-export function patchSection(description: string, op: SectionOp, section: string, text: string): string {
-  const lines = description === "" ? [] : description.split("\n");
-  const start = lines.findIndex((line) => HEADING.exec(line)?.[1] === section);
-  if (op === "add") {
-    if (start >= 0) throw new FailedPreconditionError(`section "${section}" already exists`);
-    const body = text.replace(/\n+$/, "");
-    const head = description.replace(/\n+$/, "");
-    return `${head === "" ? "" : `${head}\n\n`}## ${section}\n${body}${body === "" ? "" : "\n"}`;
-  }
-  if (start < 0) throw new FailedPreconditionError(`section "${section}" does not exist`);
-  let end = lines.length;
-  for (let i = start + 1; i < lines.length; i++) {
-    if (HEADING.test(lines[i] as string)) {
-      end = i;
-      break;
-    }
-  }
-  if (op === "remove") return [...lines.slice(0, start), ...lines.slice(end)].join("\n");
-  const body = text.replace(/\n+$/, "");
-  const replacement = body === "" ? [] : body.split("\n");
-  const trailing = end < lines.length ? [""] : [];
-  return [...lines.slice(0, start + 1), ...replacement, ...trailing, ...lines.slice(end)].join("\n");
 }
 
 /** Adds, replaces or removes one `## <section>` of a role's description. Requires MANAGE. */

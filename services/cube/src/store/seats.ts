@@ -1,19 +1,12 @@
 import { randomUUID } from "node:crypto";
-import {
-  FailedPreconditionError,
-  issueToken,
-  NotFoundError,
-  PermissionDeniedError,
-  type Principal,
-  parseToken,
-  sha256,
-  verifySecret,
-} from "@unimatrix/service-kit";
-import type { Drone, DroneSession, Role } from "../../generated/prisma/client";
-import type { DroneView } from "../convert";
-import { ACCESS, type CubeDeps, ring } from "../deps";
-import { MANAGE, READ, requireAccess, standing } from "./access";
+import { FailedPreconditionError, NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit";
+import { issueToken, type Principal, parseToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
+import type { CubeDeps } from "../handlers/deps";
+import { ACCESS, ringAfterCommit } from "../live/channels";
+import { isParticipant, MANAGE, READ } from "../rules/access";
+import { requireAccess, standing } from "./access";
 import { bytes, inTransaction, type PrismaClient, type Tx } from "./prisma";
+import type { Drone, DroneRow, DroneSession, Role } from "./rows";
 
 /** What AttachSeat asks for. */
 export interface AttachRequest {
@@ -27,7 +20,7 @@ export interface AttachRequest {
 /** What AttachSeat answers. */
 export type AttachResult =
   | { outcome: "rejected" }
-  | { outcome: "created" | "reused"; drone: DroneView; session: DroneSession; token?: string };
+  | { outcome: "created" | "reused"; drone: DroneRow; session: DroneSession; token?: string };
 
 async function resolveRole(tx: Tx, cubeId: string, roleId: string | undefined): Promise<Role> {
   if (roleId) {
@@ -96,7 +89,7 @@ export async function attachSeat(deps: CubeDeps, principal: Principal, request: 
     return { drone, session };
   });
   const [view] = await droneViews(deps.prisma, [result.drone], now);
-  return { outcome: "created", drone: view as DroneView, session: result.session, token: issued.token };
+  return { outcome: "created", drone: view as DroneRow, session: result.session, token: issued.token };
 }
 
 async function newDrone(
@@ -151,11 +144,11 @@ async function reuseSession(
     data: { lastSeenAt: now, silentPingCount: 0, lastSilentPingAt: null },
   });
   const [view] = await droneViews(deps.prisma, [touched], now);
-  return { outcome: "reused", drone: view as DroneView, session };
+  return { outcome: "reused", drone: view as DroneRow, session };
 }
 
 /** Adds role name, posture and liveness to drone rows (batched). */
-export async function droneViews(prisma: PrismaClient | Tx, drones: Drone[], now: Date): Promise<DroneView[]> {
+export async function droneViews(prisma: PrismaClient | Tx, drones: Drone[], now: Date): Promise<DroneRow[]> {
   if (drones.length === 0) return [];
   const roleIds = [...new Set(drones.map((d) => d.roleId))];
   const clientIds = [...new Set(drones.map((d) => d.clientId))];
@@ -176,10 +169,11 @@ export async function droneViews(prisma: PrismaClient | Tx, drones: Drone[], now
   return drones.map((drone) => ({
     drone,
     roleName: roleName.get(drone.roleId) ?? "",
-    participant:
-      drone.evictedAt === null &&
-      revoked.get(drone.clientId) === false &&
-      (access.get(`${drone.clientId}/${drone.cubeId}`) ?? 0) >= 2,
+    participant: isParticipant({
+      evicted: drone.evictedAt !== null,
+      clientRevoked: revoked.get(drone.clientId) !== false,
+      access: access.get(`${drone.clientId}/${drone.cubeId}`) ?? 0,
+    }),
     live: drone.evictedAt === null && liveIds.has(drone.id),
   }));
 }
@@ -192,7 +186,7 @@ export async function listDrones(
   includeEvicted: boolean,
   offset: number,
   limit: number,
-): Promise<DroneView[]> {
+): Promise<DroneRow[]> {
   await requireAccess(deps.prisma, principal, cubeId, READ, "listing drones");
   const drones = await deps.prisma.drone.findMany({
     where: { cubeId, ...(includeEvicted ? {} : { evictedAt: null }) },
@@ -209,7 +203,7 @@ export async function dronesSince(
   principal: Principal,
   cubeId: string,
   anchor: { time: Date } | { entryId: string },
-): Promise<{ drones: DroneView[]; anchorTime: Date }> {
+): Promise<{ drones: DroneRow[]; anchorTime: Date }> {
   await requireAccess(deps.prisma, principal, cubeId, READ, "listing drones");
   let anchorTime: Date;
   let anchorId: string | null = null;
@@ -244,7 +238,7 @@ export async function evictDrone(
   principal: Principal,
   cubeId: string,
   droneId: string,
-): Promise<{ drone: DroneView; revoked: number }> {
+): Promise<{ drone: DroneRow; revoked: number }> {
   const s = await standing(deps.prisma, principal, cubeId);
   const now = deps.clock.now();
   const result = await inTransaction(deps.prisma, async (tx) => {
@@ -264,7 +258,7 @@ export async function evictDrone(
     });
     return { drone: updated, revoked: revoked.count };
   });
-  ring(deps, [cubeId], ACCESS);
+  await ringAfterCommit(deps, [cubeId], ACCESS);
   const [view] = await droneViews(deps.prisma, [result.drone], now);
-  return { drone: view as DroneView, revoked: result.revoked };
+  return { drone: view as DroneRow, revoked: result.revoked };
 }

@@ -1,0 +1,18 @@
+import type { Clock } from "@unimatrix/service-kit";
+import type { Bus } from "@unimatrix/service-kit/bus";
+import type { Logger } from "pino";
+import type { CubeConfig } from "../config";
+import type { StorageGuard } from "../store/guard";
+import type { PrismaClient } from "../store/prisma";
+
+/** What the cube service's stores, handlers and streams share. */
+export interface CubeDeps {
+  readonly prisma: PrismaClient;
+  readonly clock: Clock;
+  readonly guard: StorageGuard;
+  readonly bus: Bus;
+  readonly logger: Logger;
+  readonly config: CubeConfig;
+  /** The installation's internal key (seals page tokens). */
+  readonly internalKey: string;
+}

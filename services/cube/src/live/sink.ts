@@ -1,0 +1,172 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  StreamCloseReason,
+  type SubscribeActivityResponseSchema,
+} from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import type { Lag } from "@unimatrix/service-kit/bus";
+import type { CubeDeps } from "../handlers/deps";
+import { READ } from "../rules/access";
+import { encodeCursor } from "../rules/cursor";
+import { type Viewer, viewerOf, visibleTo } from "../rules/visibility";
+import { requireAccess } from "../store/access";
+import { revokedReason } from "../store/identity";
+import type { ActivityListener, FedItem } from "./feed";
+
+/** A SubscribeActivity event as a stream yields it. */
+export type Event = MessageInitShape<typeof SubscribeActivityResponseSchema>;
+
+/** Least time between two access re-checks of one stream, unless an access doorbell rings (revocation also rings one). */
+const RECHECK_MS = 5_000;
+
+/**
+ * One open stream: its position in the raw activity order, its viewer, and a bounded queue of
+ * events waiting for the consumer.
+ */
+export class StreamSink implements ActivityListener {
+  last: bigint;
+  viewer: Viewer;
+  live = false;
+  dirty = false;
+  needCatchUp = false;
+  terminal: Event | undefined;
+  readonly queue: Event[] = [];
+  #wake: (() => void) | undefined;
+  #lastCheck = 0;
+  #checking = false;
+  #recheckAgain = false;
+  #held: FedItem[] = [];
+
+  constructor(
+    private readonly deps: CubeDeps,
+    private readonly principal: Principal,
+    readonly cubeId: string,
+    start: bigint,
+    viewer: Viewer,
+  ) {
+    this.last = start;
+    this.viewer = viewer;
+    this.#lastCheck = Date.now();
+  }
+
+  /** The cursor of the last position this stream passed (sent or filtered out). */
+  cursor(): string {
+    return encodeCursor(this.cubeId, this.last);
+  }
+
+  /** Items from the feed: queued when visible and contiguous; a gap sends the stream back to the database. */
+  push(items: readonly FedItem[]): void {
+    if (this.terminal) return;
+    if (this.#checking) {
+      // Access is being re-checked: hold new items so they are filtered with the new viewer.
+      this.#held.push(...items);
+      return;
+    }
+    if (!this.live) {
+      this.dirty = true;
+      return;
+    }
+    for (const { row, event } of items) {
+      if (row.position <= this.last) continue;
+      if (row.position !== this.last + 1n) {
+        // A gap (this replica's feed started later or skipped): read the rest from the database.
+        this.live = false;
+        this.needCatchUp = true;
+        break;
+      }
+      this.last = row.position;
+      if (visibleTo(this.viewer, row)) this.queue.push(event);
+    }
+    if (Date.now() - this.#lastCheck > RECHECK_MS) this.accessChanged();
+    this.signal();
+  }
+
+  /** A doorbell that is no news (ACCESS) or a bus reconnect: access may have changed, re-check it. */
+  notify(): void {
+    this.accessChanged();
+  }
+
+  /** What waits for the consumer: the feed cuts this stream past its item budget. */
+  lag(): Lag {
+    return { items: this.queue.length, bytes: 0 };
+  }
+
+  /** Cut by the feed for lagging: drop the backlog and end with `closed{SLOW_CONSUMER}` at the last cursor. */
+  cut(): void {
+    this.queue.length = 0;
+    this.end({ event: { case: "closed", value: { reason: StreamCloseReason.SLOW_CONSUMER, cursor: this.cursor() } } });
+  }
+
+  /** Re-checks access (coalesced); a revoked principal gets `access_revoked` and the end. */
+  accessChanged(): void {
+    if (this.terminal) return;
+    if (this.#checking) {
+      this.#recheckAgain = true;
+      return;
+    }
+    this.#checking = true;
+    this.#lastCheck = Date.now();
+    void this.#recheck().finally(() => {
+      this.#checking = false;
+      if (this.#recheckAgain) {
+        this.#recheckAgain = false;
+        this.accessChanged();
+        return;
+      }
+      if (this.#held.length > 0) {
+        const held = this.#held;
+        this.#held = [];
+        this.push(held);
+      }
+    });
+  }
+
+  async #recheck(): Promise<void> {
+    const reason = await revokedReason(this.deps, this.principal).catch(() => undefined);
+    if (reason === undefined) return;
+    if (reason === null) {
+      try {
+        const s = await requireAccess(this.deps.prisma, this.principal, this.cubeId, READ, "reading");
+        this.viewer = viewerOf(s);
+        return;
+      } catch {
+        this.end({ event: { case: "accessRevoked", value: { reason: "access to the cube was removed" } } });
+        return;
+      }
+    }
+    this.end({ event: { case: "accessRevoked", value: { reason } } });
+  }
+
+  /** Queues a heartbeat carrying the cursor. */
+  heartbeat(): void {
+    if (this.terminal) return;
+    this.queue.push({
+      event: { case: "heartbeat", value: { at: timestampFromDate(this.deps.clock.now()), cursor: this.cursor() } },
+    });
+    if (Date.now() - this.#lastCheck > RECHECK_MS) this.accessChanged();
+    this.signal();
+  }
+
+  /** Ends the stream with a terminal event (after what is queued). */
+  end(event: Event): void {
+    if (this.terminal) return;
+    this.terminal = event;
+    this.signal();
+  }
+
+  /** Wakes the stream body if it waits. */
+  signal(): void {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+
+  /** Resolves when there is something to do (an event, a terminal, a catch-up) or the call ends. */
+  wait(signal: AbortSignal): Promise<void> {
+    if (this.queue.length > 0 || this.terminal || this.needCatchUp || signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.#wake = resolve;
+    });
+  }
+}

@@ -1,0 +1,86 @@
+import {
+  StreamCloseReason,
+  type SubscribeActivityRequest,
+} from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import { requireUuid } from "@unimatrix/service-kit";
+import { credentialKey } from "@unimatrix/service-kit/auth";
+import { StreamLimiter } from "@unimatrix/service-kit/bus";
+import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
+import { eventOf } from "../convert";
+import type { CubeDeps } from "../handlers/deps";
+import { READ } from "../rules/access";
+import { viewerOf } from "../rules/visibility";
+import { requireAccess } from "../store/access";
+import { loadItems, positionOf, scanVisible } from "../store/activity";
+import type { ActivityFeed } from "./feed";
+import { type Event, StreamSink } from "./sink";
+
+/** Most open streams per credential (`credentialKey`: a drone session counts against its client), per replica. */
+export const MAX_STREAMS_PER_CREDENTIAL = 10;
+
+/** The SubscribeActivity server stream (one per replica: it counts the open streams per credential). */
+export function subscribeActivity(
+  deps: CubeDeps,
+  feed: ActivityFeed,
+): (request: SubscribeActivityRequest, ctx: CallContext) => AsyncGenerator<Event> {
+  const limiter = new StreamLimiter({ max: MAX_STREAMS_PER_CREDENTIAL, what: "SubscribeActivity streams" });
+  return async function* (request: SubscribeActivityRequest, ctx: CallContext): AsyncGenerator<Event> {
+    const cubeId = requireUuid("cube_id", request.cubeId);
+    const principal = await ctx.principal();
+    const s = await requireAccess(deps.prisma, principal, cubeId, READ, "reading");
+    const start = request.after === undefined ? BigInt(s.cube.head) : positionOf("after", s, request.after);
+    const release = await limiter.acquire(credentialKey(principal));
+    const sink = new StreamSink(deps, principal, cubeId, start, viewerOf(s));
+    const onAbort = () => sink.signal();
+    ctx.signal.addEventListener("abort", onAbort);
+    const heartbeat = setInterval(() => sink.heartbeat(), deps.config.heartbeatMs);
+    heartbeat.unref();
+    try {
+      await feed.attach(cubeId, sink);
+      yield* catchUp(deps, sink);
+      yield { event: { case: "ready", value: { cursor: sink.cursor() } } };
+      for (;;) {
+        await sink.wait(ctx.signal);
+        if (ctx.signal.aborted) {
+          if (isShutdown(ctx.signal)) {
+            yield { event: { case: "closed", value: { reason: StreamCloseReason.SHUTDOWN, cursor: sink.cursor() } } };
+          }
+          return;
+        }
+        if (sink.needCatchUp) {
+          yield* catchUp(deps, sink);
+          continue;
+        }
+        while (sink.queue.length > 0) yield sink.queue.shift() as Event;
+        if (sink.terminal) {
+          yield sink.terminal;
+          return;
+        }
+      }
+    } finally {
+      clearInterval(heartbeat);
+      ctx.signal.removeEventListener("abort", onAbort);
+      feed.detach(cubeId, sink);
+      release();
+    }
+  };
+}
+
+/** Reads from the database until the stream is level with the log, then lets the feed take over. */
+async function* catchUp(deps: CubeDeps, sink: StreamSink): AsyncGenerator<Event> {
+  sink.needCatchUp = false;
+  sink.live = false;
+  for (;;) {
+    sink.dirty = false;
+    const page = await scanVisible(deps.prisma, sink.cubeId, sink.last, sink.viewer, 500);
+    const items = await loadItems(deps.prisma, page.rows);
+    for (const item of items) yield eventOf(item);
+    const moved = page.last !== sink.last;
+    sink.last = page.last;
+    if (!moved && !page.hasMore) {
+      sink.live = true;
+      if (!sink.dirty) return;
+      sink.live = false;
+    }
+  }
+}

@@ -1,0 +1,19 @@
+/** The longest notification preview, in characters (code points). */
+export const PREVIEW_CHARS = 200;
+
+/** Folds whitespace runs to one space, trims and cuts at 200 characters (code points): the notification preview. */
+export function preview(message: string): string {
+  const folded = message.replace(/\s+/gu, " ").trim();
+  return Array.from(folded).slice(0, PREVIEW_CHARS).join("");
+}
+
+/** The kinds of notification a reaction to an entry writes. */
+export type ReactionKind = "ack" | "claim" | "release";
+
+/** The text of a reaction notification: `[ACK] <preview>`, `[CLAIM] <preview>`, `[RELEASE] <preview>`. */
+export function notificationText(kind: ReactionKind, message: string): string {
+  return `[${kind.toUpperCase()}] ${preview(message)}`;
+}
+
+/** The text of a liveness ping. */
+export const PING_TEXT = "[PING] are you still there? post to the log to stay live";

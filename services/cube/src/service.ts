@@ -1,0 +1,84 @@
+import { join } from "node:path";
+import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
+import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
+import { defineService, type StartedService, type StartServiceOptions, startService } from "@unimatrix/service-kit";
+import { principalResolver } from "@unimatrix/service-kit/auth";
+import { route } from "@unimatrix/service-kit/grpc";
+import { type CubeConfig, cubeEnv, readCubeConfig } from "./config";
+import { activityHandlers } from "./handlers/activity";
+import { cubeHandlers } from "./handlers/cube";
+import type { CubeDeps } from "./handlers/deps";
+import { identityHandlers } from "./handlers/identity";
+import { activityFeed } from "./live/feed";
+import { StorageGuard } from "./store/guard";
+import { resolveToken } from "./store/identity";
+import { scanLiveness } from "./store/liveness";
+import { openPrisma } from "./store/prisma";
+
+/** The service's SQL migrations (Prisma layout), beside src/ and dist/ alike. */
+export const migrationsDir = join(__dirname, "..", "prisma", "migrations");
+
+/** The background job that runs the liveness scan every `CUBE_LIVENESS_INTERVAL_MS` (0 = off). */
+export const LIVENESS_JOB = "liveness";
+
+/** The cube service: identity, cubes/roles/seats and the activity log over gRPC, wired in one step. */
+export const cubeService = defineService<CubeConfig>({
+  name: "cube",
+  env: cubeEnv,
+  migrationsDir,
+  readConfig: readCubeConfig,
+  wire({ database, bus, logger, clock, internalKey, operatorToken }, config) {
+    const prisma = openPrisma(database);
+    const deps: CubeDeps = {
+      prisma,
+      clock,
+      bus,
+      logger,
+      config,
+      internalKey,
+      guard: new StorageGuard(prisma, config.storageBudgetBytes),
+    };
+    const feed = activityFeed(deps);
+    const scan = () => scanLiveness(deps);
+    return {
+      routes: [
+        route(IdentityService, identityHandlers(deps, operatorToken)),
+        route(CubeService, cubeHandlers(deps)),
+        route(ActivityService, activityHandlers(deps, feed)),
+      ],
+      authenticate: principalResolver({
+        internalKey,
+        operatorToken,
+        now: () => clock.now().getTime(),
+        resolveToken: async (parsed) => (await resolveToken(deps, parsed))?.principal ?? null,
+      }),
+      background: [{ name: LIVENESS_JOB, everyMs: config.livenessIntervalMs, run: scan }],
+      extra: { scanLiveness: scan },
+      async close() {
+        await feed.close();
+        await prisma.$disconnect();
+      },
+    };
+  },
+});
+
+/** How to start the cube service: common config, port and optional shared bus, logger, clock and schema. */
+export type CubeServiceOptions = Omit<StartServiceOptions<CubeConfig>, "serviceConfig"> & {
+  /** Overrides of the cube service's own settings (default: read from the environment). */
+  readonly cube?: Partial<CubeConfig>;
+};
+
+/** A running cube service, with a handle on its liveness scan (tests and operators run a round by hand). */
+export interface RunningCube extends StartedService<CubeConfig> {
+  /** Runs one liveness round now; resolves with the drone ids pinged. */
+  scanLiveness(): Promise<string[]>;
+}
+
+/** Starts the cube service from its manifest (`startService(cubeService, ...)`), for tests, bench and the composition. */
+export async function startCube(options: CubeServiceOptions): Promise<RunningCube> {
+  const { cube, ...rest } = options;
+  const running = await startService(cubeService, { ...rest, serviceConfig: cube });
+  const scan = running.extra.scanLiveness as () => Promise<string[]>;
+  return Object.assign(running, { scanLiveness: scan });
+}

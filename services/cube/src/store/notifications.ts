@@ -1,0 +1,41 @@
+import { randomUUID } from "node:crypto";
+import type { Tx } from "./prisma";
+
+/** Takes `count` positions of a cube's order; locks the cube row until commit (commit order = position order). */
+export async function takePositions(tx: Tx, cubeId: string, count: number): Promise<bigint> {
+  const [row] = await tx.$queryRaw<{ head: bigint }[]>`
+    UPDATE cubes SET head = head + ${count} WHERE id = ${cubeId}::uuid RETURNING head`;
+  if (!row) throw new Error(`cube ${cubeId} vanished under a held transaction`);
+  return BigInt(row.head) - BigInt(count) + 1n;
+}
+
+/** A notification to store. */
+export interface NewNotification {
+  readonly recipientDroneId: string;
+  readonly kind: "ack" | "claim" | "release" | "heartbeat_ping";
+  readonly text: string;
+  readonly entryId?: string;
+  readonly actorDroneId?: string;
+  readonly actorRoleName?: string;
+}
+
+/** Stores notifications in the cube's order (inside the caller's transaction). */
+export async function insertNotifications(tx: Tx, cubeId: string, items: NewNotification[], now: Date): Promise<void> {
+  if (items.length === 0) return;
+  const first = await takePositions(tx, cubeId, items.length);
+  await tx.activityItem.createMany({
+    data: items.map((n, i) => ({
+      id: randomUUID(),
+      cubeId,
+      position: first + BigInt(i),
+      itemType: "notification",
+      createdAt: now,
+      message: n.text,
+      recipientDroneIds: [n.recipientDroneId],
+      notificationKind: n.kind,
+      entryId: n.entryId ?? null,
+      actorDroneId: n.actorDroneId ?? null,
+      actorRoleName: n.actorRoleName ?? null,
+    })),
+  });
+}
