@@ -1,4 +1,7 @@
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 
-/** The service's SQL migrations (Prisma layout), found from src/ and dist/ alike. */
-export const migrationsDir = join(__dirname, "..", "prisma", "migrations");
+/** The package folder: this file runs from src/ (tests) or dist/src/ (built). */
+const packageDir = basename(dirname(__dirname)) === "dist" ? join(__dirname, "..", "..") : join(__dirname, "..");
+
+/** The service's SQL migrations (Prisma layout), found from src/ and dist/src/ alike. */
+export const migrationsDir = join(packageDir, "prisma", "migrations");

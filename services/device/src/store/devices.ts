@@ -11,7 +11,7 @@ import {
 } from "@unimatrix/service-kit";
 import { canSee, type Scope } from "../access";
 import type { DeviceNote } from "../events";
-import { Prisma } from "../generated/prisma/client";
+import { Prisma } from "../../generated/prisma/client";
 import { writeAudit } from "./audit";
 import { type Db, inTransaction, StoreAnomalyError } from "./db";
 import { DEVICE_COLUMNS, type DeviceRow, type EnrollTokenRow, TOKEN_COLUMNS } from "./rows";
