@@ -1,3 +1,2 @@
-export { deviceEnv } from "./config";
-export { migrationsDir } from "./paths";
-export { type DeviceServiceOptions, type RunningDevice, startDevice } from "./server";
+export { type DeviceConfig, deviceEnv, readDeviceConfig } from "./config";
+export { type DeviceServiceOptions, migrationsDir, type RunningDevice, startDevice } from "./service";

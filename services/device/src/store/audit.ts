@@ -1,24 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../generated/prisma/client";
+import type { AuditType } from "../rules/catalog";
 import type { Db, Tx } from "./db";
 import type { AuditRow } from "./rows";
-
-/** The closed set of audited events (mirrors AuditEventType and the table's CHECK). */
-export const AUDIT_TYPES = [
-  "enroll_token_issued",
-  "enroll_token_revoked",
-  "device_enrolled",
-  "device_revoked",
-  "connection_acquired",
-  "connection_fenced",
-  "connection_released",
-  "connection_expired",
-  "session_placed",
-  "session_rebound",
-  "run_began",
-  "run_ended",
-] as const;
-export type AuditType = (typeof AUDIT_TYPES)[number];
 
 /** One audit row to write. */
 export interface AuditInput {

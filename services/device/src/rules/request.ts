@@ -1,4 +1,4 @@
-import { DevicePlatform, DeviceStatus } from "@unimatrix/contracts/unimatrix/device/v1/types_pb";
+/** Request checks of the device contract: each refuses bad input with INVALID_ARGUMENT naming the field. */
 import { InvalidArgumentError } from "@unimatrix/service-kit";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -9,6 +9,11 @@ const PUBLIC_KEY = /^[A-Za-z0-9+/=_-]{1,128}$/;
 export function uuid(field: string, value: string): string {
   if (!UUID.test(value)) throw new InvalidArgumentError(field, "must be a lowercase UUID");
   return value;
+}
+
+/** An optional UUID: "" = absent (null). */
+export function optionalUuid(field: string, value: string): string | null {
+  return value === "" ? null : uuid(field, value);
 }
 
 /** A root session or run id: 1-128 characters from [A-Za-z0-9._:-]. */
@@ -31,41 +36,10 @@ export function text(field: string, value: string, max: number, min = 0): string
   return trimmed;
 }
 
-/** Enroll token lifetime: whole seconds (the wire type is uint32), 1 to 604800. */
-export function ttlSeconds(value: number): number {
-  if (!Number.isInteger(value) || value < 1 || value > 604_800) {
-    throw new InvalidArgumentError("ttl_seconds", "must be a whole number of seconds from 1 to 604800");
-  }
+/** A required string field: "" is INVALID_ARGUMENT "is required". */
+export function required(field: string, value: string): string {
+  if (value === "") throw new InvalidArgumentError(field, "is required");
   return value;
-}
-
-const PLATFORMS: Record<number, string> = {
-  [DevicePlatform.LINUX]: "linux",
-  [DevicePlatform.MACOS]: "macos",
-  [DevicePlatform.WINDOWS]: "windows",
-  [DevicePlatform.ANDROID]: "android",
-  [DevicePlatform.IOS]: "ios",
-};
-
-/** The stored name of a platform from the closed set; UNSPECIFIED or unknown values are refused. */
-export function platform(value: DevicePlatform): string {
-  const name = PLATFORMS[value];
-  if (!name) throw new InvalidArgumentError("platform", "must be one of LINUX, MACOS, WINDOWS, ANDROID, IOS");
-  return name;
-}
-
-/** The wire value of a stored platform. */
-export function platformOf(name: string): DevicePlatform {
-  const entry = Object.entries(PLATFORMS).find(([, stored]) => stored === name);
-  return entry ? (Number(entry[0]) as DevicePlatform) : DevicePlatform.UNSPECIFIED;
-}
-
-/** A status filter: UNSPECIFIED = any. */
-export function statusFilter(value: DeviceStatus): "active" | "revoked" | null {
-  if (value === DeviceStatus.UNSPECIFIED) return null;
-  if (value === DeviceStatus.ACTIVE) return "active";
-  if (value === DeviceStatus.REVOKED) return "revoked";
-  throw new InvalidArgumentError("status", "must be ACTIVE, REVOKED or unset");
 }
 
 /** Page size: 0 = 50, capped at 500, negative refused. */
@@ -78,4 +52,12 @@ export function pageSize(value: number): number {
 export function expectedRev(value: bigint): bigint {
   if (value < 1n) throw new InvalidArgumentError("expected_rev", "must be at least 1");
   return value;
+}
+
+/** A time range `start ≤ at < end`; either end may be open; an end before the start is refused. */
+export function timeRange(start: Date | null, end: Date | null): { start: Date | null; end: Date | null } {
+  if (start && end && end.getTime() < start.getTime()) {
+    throw new InvalidArgumentError("end_time", "must not be before start_time");
+  }
+  return { start, end };
 }

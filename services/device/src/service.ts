@@ -1,34 +1,43 @@
+import { basename, dirname, join } from "node:path";
 import { AuditService } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
 import { DeviceService } from "@unimatrix/contracts/unimatrix/device/v1/device_service_pb";
 import { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
 import { PlacementService } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
 import {
-  type Database,
+  type Clock,
   type GrpcServiceOptions,
   principalResolver,
   type RunningService,
-  readConfig,
   startGrpcService,
 } from "@unimatrix/service-kit";
-import { deviceEnv } from "./config";
-import { NotePublisher } from "./events";
+import { type DeviceConfig, readDeviceConfig } from "./config";
 import { auditHandlers } from "./handlers/audit";
-import type { HandlerDeps } from "./handlers/deps";
 import { deviceHandlers } from "./handlers/devices";
 import { enrollmentHandlers } from "./handlers/enrollment";
 import { placementHandlers } from "./handlers/placement";
-import { migrationsDir } from "./paths";
+import { NotePublisher } from "./live/notes";
+import { leaseSweeper } from "./live/sweeper";
 import { type Db, openDb } from "./store/db";
 import { authenticateDevice } from "./store/devices";
-import { sweepExpiredLeases } from "./store/leases";
+
+/** The package folder: this file runs from src/ (tests) or dist/src/ (built). */
+const packageDir = basename(dirname(__dirname)) === "dist" ? join(__dirname, "..", "..") : join(__dirname, "..");
+
+/** The service's SQL migrations (Prisma layout), found from src/ and dist/src/ alike. */
+export const migrationsDir = join(packageDir, "prisma", "migrations");
+
+/** What every handler of the device service is built from. */
+export interface DeviceDeps {
+  readonly db: Db;
+  readonly clock: Clock;
+  readonly publisher: NotePublisher;
+  /** Connection lease lifetime, whole seconds. */
+  readonly leaseSeconds: number;
+}
 
 /** How to start the device service: config, port and optional shared bus, logger, clock and schema. */
-export type DeviceServiceOptions = Omit<GrpcServiceOptions, "name" | "migrationsDir" | "wire" | "authenticate"> & {
-  /** Connection lease lifetime in whole seconds (default: DEVICE_LEASE_SECONDS). */
-  readonly leaseSeconds?: number;
-  /** Interval of the expired-lease sweep in ms (default: DEVICE_LEASE_SWEEP_MS); 0 turns it off. */
-  readonly sweepMs?: number;
-};
+export type DeviceServiceOptions = Omit<GrpcServiceOptions, "name" | "migrationsDir" | "wire" | "authenticate"> &
+  Partial<Pick<DeviceConfig, "leaseSeconds" | "sweepMs">>;
 
 /** A running device service. */
 export interface RunningDevice extends RunningService {
@@ -42,64 +51,48 @@ export interface RunningDevice extends RunningService {
  * their owning service and reach this one through the gateway's signed principal.
  */
 export async function startDevice(options: DeviceServiceOptions): Promise<RunningDevice> {
-  const env = readConfig(deviceEnv);
-  const leaseSeconds = options.leaseSeconds ?? env.leaseSeconds;
-  const sweepMs = options.sweepMs ?? env.sweepMs;
+  const config = readDeviceConfig();
+  const leaseSeconds = options.leaseSeconds ?? config.leaseSeconds;
+  const sweepMs = options.sweepMs ?? config.sweepMs;
   let db: Db | undefined;
-  const dbOf = (database: Database) => {
-    db ??= openDb(database);
-    return db;
-  };
   let sweep: (() => Promise<number>) | undefined;
   const running = await startGrpcService({
     ...options,
     name: "device",
     migrationsDir,
-    authenticate: ({ database, internalKey, operatorToken }) =>
-      principalResolver({
+    authenticate: ({ database, internalKey, operatorToken }) => {
+      db ??= openDb(database);
+      const store = db;
+      return principalResolver({
         internalKey,
         operatorToken,
         resolveToken: async (token) => {
           if (token.kind !== "device") return null;
-          const device = await authenticateDevice(dbOf(database), token);
+          const device = await authenticateDevice(store, token);
           return device ? { kind: "device", subjectId: device.id, tenantId: device.tenant_id } : null;
         },
-      }),
+      });
+    },
     wire: ({ host, database, bus, logger, clock }) => {
-      const deps: HandlerDeps = {
-        db: dbOf(database),
-        clock,
-        publisher: new NotePublisher(bus, logger),
-        leaseSeconds,
-      };
+      db ??= openDb(database);
+      const deps: DeviceDeps = { db, clock, publisher: new NotePublisher(bus, logger), leaseSeconds };
       host.addService(EnrollmentService, enrollmentHandlers(deps));
       host.addService(DeviceService, deviceHandlers(deps));
       host.addService(PlacementService, placementHandlers(deps));
       host.addService(AuditService, auditHandlers(deps));
-      let sweeping: Promise<number> | undefined;
-      sweep = () => {
-        sweeping ??= (async () => {
-          try {
-            const notes = await sweepExpiredLeases(deps.db, clock.now());
-            await deps.publisher.publish(notes);
-            return notes.length;
-          } finally {
-            sweeping = undefined;
-          }
-        })();
-        return sweeping;
-      };
+      const sweeper = leaseSweeper(deps.db, clock, deps.publisher);
+      sweep = () => sweeper.run();
       const timer =
         sweepMs > 0
           ? setInterval(() => {
-              sweep?.().catch((error: unknown) => logger.error({ err: error }, "lease sweep failed"));
+              sweeper.run().catch((error: unknown) => logger.error({ err: error }, "lease sweep failed"));
             }, sweepMs)
           : undefined;
       timer?.unref();
       return {
         async close() {
           if (timer) clearInterval(timer);
-          await sweeping?.catch(() => 0);
+          await sweeper.idle();
           await deps.db.$disconnect();
         },
       };

@@ -1,3 +1,4 @@
+/** Bus notes of device transitions (placement, connection, enrollment) and their publisher. */
 import type { Bus } from "@unimatrix/service-kit";
 import type { Logger } from "pino";
 
