@@ -1,2 +1,9 @@
 export { type DeviceConfig, deviceEnv, readDeviceConfig } from "./config";
-export { type DeviceServiceOptions, migrationsDir, type RunningDevice, startDevice } from "./service";
+export {
+  type DeviceServiceOptions,
+  deviceService,
+  LEASE_SWEEP,
+  migrationsDir,
+  type RunningDevice,
+  startDevice,
+} from "./service";

@@ -5,20 +5,24 @@ import { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enro
 import { PlacementService } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
 import {
   type Clock,
-  type GrpcServiceOptions,
-  principalResolver,
-  type RunningService,
-  startGrpcService,
+  defineService,
+  type StartedService,
+  type StartServiceOptions,
+  startService,
 } from "@unimatrix/service-kit";
-import { type DeviceConfig, readDeviceConfig } from "./config";
+import { principalResolver } from "@unimatrix/service-kit/auth";
+import { route } from "@unimatrix/service-kit/grpc";
+import { PrismaClient } from "../generated/prisma/client";
+import { type DeviceConfig, deviceEnv, readDeviceConfig } from "./config";
 import { auditHandlers } from "./handlers/audit";
 import { deviceHandlers } from "./handlers/devices";
 import { enrollmentHandlers } from "./handlers/enrollment";
 import { placementHandlers } from "./handlers/placement";
 import { NotePublisher } from "./live/notes";
 import { leaseSweeper } from "./live/sweeper";
-import { type Db, openDb } from "./store/db";
+import { type DevicePageTokens, devicePageTokens } from "./rules/paging";
 import { authenticateDevice } from "./store/devices";
+import type { Db } from "./store/rows";
 
 /** The package folder: this file runs from src/ (tests) or dist/src/ (built). */
 const packageDir = basename(dirname(__dirname)) === "dist" ? join(__dirname, "..", "..") : join(__dirname, "..");
@@ -26,85 +30,84 @@ const packageDir = basename(dirname(__dirname)) === "dist" ? join(__dirname, "..
 /** The service's SQL migrations (Prisma layout), found from src/ and dist/src/ alike. */
 export const migrationsDir = join(packageDir, "prisma", "migrations");
 
+/** The name of the expired-lease sweep among the service's background jobs. */
+export const LEASE_SWEEP = "lease-sweep";
+
 /** What every handler of the device service is built from. */
 export interface DeviceDeps {
   readonly db: Db;
   readonly clock: Clock;
   readonly publisher: NotePublisher;
+  /** The sealed page tokens of the three lists. */
+  readonly pages: DevicePageTokens;
   /** Connection lease lifetime, whole seconds. */
   readonly leaseSeconds: number;
 }
 
-/** How to start the device service: config, port and optional shared bus, logger, clock and schema. */
-export type DeviceServiceOptions = Omit<GrpcServiceOptions, "name" | "migrationsDir" | "wire" | "authenticate"> &
-  Partial<Pick<DeviceConfig, "leaseSeconds" | "sweepMs">>;
-
-/** A running device service. */
-export interface RunningDevice extends RunningService {
-  /** Runs one expired-lease sweep now (at the service clock's time); returns how many went offline. */
-  sweepLeases(): Promise<number>;
-}
-
 /**
- * Starts the device service. Callers are a gateway-signed principal, the operator token, or a
- * device's own `umx_device_...` credential (resolved here); other bearer kinds are resolved by
- * their owning service and reach this one through the gateway's signed principal.
+ * The device service. Callers are a gateway-signed principal, the operator token, or a device's
+ * own `umx_device_...` credential (resolved here); other bearer kinds are resolved by their owning
+ * service and reach this one through the gateway's signed principal.
  */
-export async function startDevice(options: DeviceServiceOptions): Promise<RunningDevice> {
-  const config = readDeviceConfig();
-  const leaseSeconds = options.leaseSeconds ?? config.leaseSeconds;
-  const sweepMs = options.sweepMs ?? config.sweepMs;
-  let db: Db | undefined;
-  let sweep: (() => Promise<number>) | undefined;
-  const running = await startGrpcService({
-    ...options,
-    name: "device",
-    migrationsDir,
-    authenticate: ({ database, internalKey, operatorToken }) => {
-      db ??= openDb(database);
-      const store = db;
-      return principalResolver({
+export const deviceService = defineService<DeviceConfig>({
+  name: "device",
+  env: deviceEnv,
+  migrationsDir,
+  readConfig: readDeviceConfig,
+  wire({ database, bus, logger, clock, internalKey, operatorToken }, config) {
+    const db = new PrismaClient({ adapter: database.adapter });
+    const deps: DeviceDeps = {
+      db,
+      clock,
+      publisher: new NotePublisher(bus, logger),
+      pages: devicePageTokens(internalKey),
+      leaseSeconds: config.leaseSeconds,
+    };
+    const sweeper = leaseSweeper(db, clock, deps.publisher);
+    return {
+      routes: [
+        route(EnrollmentService, enrollmentHandlers(deps)),
+        route(DeviceService, deviceHandlers(deps)),
+        route(PlacementService, placementHandlers(deps)),
+        route(AuditService, auditHandlers(deps)),
+      ],
+      authenticate: principalResolver({
         internalKey,
         operatorToken,
         resolveToken: async (token) => {
           if (token.kind !== "device") return null;
-          const device = await authenticateDevice(store, token);
+          const device = await authenticateDevice(db, token);
           return device ? { kind: "device", subjectId: device.id, tenantId: device.tenant_id } : null;
         },
-      });
-    },
-    wire: ({ host, database, bus, logger, clock }) => {
-      db ??= openDb(database);
-      const deps: DeviceDeps = { db, clock, publisher: new NotePublisher(bus, logger), leaseSeconds };
-      host.addService(EnrollmentService, enrollmentHandlers(deps));
-      host.addService(DeviceService, deviceHandlers(deps));
-      host.addService(PlacementService, placementHandlers(deps));
-      host.addService(AuditService, auditHandlers(deps));
-      const sweeper = leaseSweeper(deps.db, clock, deps.publisher);
-      sweep = () => sweeper.run();
-      const timer =
-        sweepMs > 0
-          ? setInterval(() => {
-              sweeper.run().catch((error: unknown) => logger.error({ err: error }, "lease sweep failed"));
-            }, sweepMs)
-          : undefined;
-      timer?.unref();
-      return {
-        async close() {
-          if (timer) clearInterval(timer);
-          await sweeper.idle();
-          await deps.db.$disconnect();
-        },
-      };
-    },
-  });
-  return {
-    ...running,
-    name: running.name,
-    port: running.port,
-    host: running.host,
-    database: running.database,
-    stop: () => running.stop(),
-    sweepLeases: () => (sweep ? sweep() : Promise.resolve(0)),
+      }),
+      background: [{ name: LEASE_SWEEP, everyMs: config.sweepMs, run: () => sweeper.run() }],
+      async close() {
+        await sweeper.idle();
+        await db.$disconnect();
+      },
+    };
+  },
+});
+
+/** How to start the device service alone (tests, bench): the kit's options plus the lease settings. */
+export type DeviceServiceOptions = Omit<StartServiceOptions<DeviceConfig>, "serviceConfig"> &
+  Partial<Pick<DeviceConfig, "leaseSeconds" | "sweepMs">>;
+
+/** A running device service. */
+export interface RunningDevice extends StartedService<DeviceConfig> {
+  /** Runs one expired-lease sweep now (at the service clock's time); returns how many went offline. */
+  sweepLeases(): Promise<number>;
+}
+
+/** Starts the device service from its manifest (`sweepMs: 0` schedules no sweep; run it by hand). */
+export async function startDevice(options: DeviceServiceOptions): Promise<RunningDevice> {
+  const { leaseSeconds, sweepMs, ...start } = options;
+  const serviceConfig: Partial<DeviceConfig> = {
+    ...(leaseSeconds !== undefined && { leaseSeconds }),
+    ...(sweepMs !== undefined && { sweepMs }),
   };
+  const started = await startService(deviceService, { ...start, serviceConfig });
+  return Object.assign(started, {
+    sweepLeases: () => started.runBackground(LEASE_SWEEP) as Promise<number>,
+  });
 }

@@ -1,5 +1,5 @@
 import { status } from "@grpc/grpc-js";
-import type { Principal } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
 import {
   actorOf,
   CALLERS,

@@ -1,5 +1,5 @@
 import { status } from "@grpc/grpc-js";
-import type { Bus } from "@unimatrix/service-kit";
+import type { Bus } from "@unimatrix/service-kit/bus";
 import { eventually } from "@unimatrix/service-kit/testing";
 import { as, bearer, codeOf, count, enrolledDevice, type Harness, ms, OPERATOR, startHarness, tenant } from "./harness";
 

@@ -1,19 +1,21 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { DeviceService } from "@unimatrix/contracts/unimatrix/device/v1/device_service_pb";
-import { parseToken, type ServiceImpl, UnauthenticatedError } from "@unimatrix/service-kit";
+import { pageSize, requireUuid, UnauthenticatedError } from "@unimatrix/service-kit";
+import { credentialKey, parseToken } from "@unimatrix/service-kit/auth";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { toDevice, toDevicePrincipal } from "../convert";
 import { actorOf, CALLERS, leaseHolder, scopeOf } from "../rules/access";
 import { platform, statusFilter } from "../rules/catalog";
 import { heartbeatIntervalSeconds } from "../rules/leases";
-import { decodeTimeKey, deviceFilters, encodeTimeKey, pageOf } from "../rules/paging";
-import { pageSize, publicKey, required, text, uuid } from "../rules/request";
+import { deviceFilters, pageOf } from "../rules/paging";
+import { publicKey, required, text } from "../rules/request";
 import type { DeviceDeps } from "../service";
 import { authenticateDevice, enrollDevice, getDevice, listDevices, revokeDevice } from "../store/devices";
 import { acquireLease, heartbeatLease, releaseLease } from "../store/leases";
 
 /** DeviceService: enrollment by token, device records, the device credential, the connection lease. */
 export function deviceHandlers(deps: DeviceDeps): ServiceImpl<typeof DeviceService> {
-  const { db, clock, publisher, leaseSeconds } = deps;
+  const { db, clock, publisher, pages, leaseSeconds } = deps;
   const heartbeatEvery = heartbeatIntervalSeconds(leaseSeconds);
   return {
     async enrollDevice(request) {
@@ -31,25 +33,28 @@ export function deviceHandlers(deps: DeviceDeps): ServiceImpl<typeof DeviceServi
 
     async getDevice(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.getDevice);
-      const row = await getDevice(db, scope, uuid("device_id", request.deviceId));
+      const row = await getDevice(db, scope, requireUuid("device_id", request.deviceId));
       return { device: toDevice(row, clock.now()) };
     },
 
     async listDevices(request, ctx) {
-      const scope = scopeOf(await ctx.principal(), CALLERS.listDevices);
-      const limit = pageSize(request.pageSize);
+      const principal = await ctx.principal();
+      const scope = scopeOf(principal, CALLERS.listDevices);
+      const limit = pageSize("page_size", request.pageSize);
       const status = statusFilter(request.status);
-      const filters = deviceFilters(status);
-      const after = decodeTimeKey(request.pageToken, filters);
+      const binding = { caller: credentialKey(principal), filter: deviceFilters(status) };
+      const after = pages.devices.open(request.pageToken, binding);
       const rows = await listDevices(db, scope, status, after, limit + 1);
       const now = clock.now();
-      const { page, nextPageToken } = pageOf(rows, limit, (last) => encodeTimeKey(last.enrolled_at, last.id, filters));
+      const { page, nextPageToken } = pageOf(rows, limit, (last) =>
+        pages.devices.seal({ at: last.enrolled_at, id: last.id }, binding),
+      );
       return { devices: page.map((row) => toDevice(row, now)), nextPageToken };
     },
 
     async revokeDevice(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.revokeDevice);
-      const id = uuid("device_id", request.deviceId);
+      const id = requireUuid("device_id", request.deviceId);
       const reason = text("reason", request.reason, 500, 1);
       const now = clock.now();
       const revoked = await revokeDevice(db, scope, id, reason, actorOf(scope), now);
@@ -68,7 +73,7 @@ export function deviceHandlers(deps: DeviceDeps): ServiceImpl<typeof DeviceServi
 
     async acquireConnection(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.acquireConnection);
-      const id = leaseHolder(scope, uuid("device_id", request.deviceId));
+      const id = leaseHolder(scope, requireUuid("device_id", request.deviceId));
       const acquired = await acquireLease(db, scope, id, leaseSeconds, actorOf(scope), clock.now());
       await publisher.publish(acquired.notes);
       return {
@@ -80,14 +85,14 @@ export function deviceHandlers(deps: DeviceDeps): ServiceImpl<typeof DeviceServi
 
     async heartbeatConnection(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.heartbeatConnection);
-      const id = leaseHolder(scope, uuid("device_id", request.deviceId));
+      const id = leaseHolder(scope, requireUuid("device_id", request.deviceId));
       const expires = await heartbeatLease(db, id, request.generation, leaseSeconds, clock.now());
       return expires ? { ok: true, leaseExpiresAt: timestampFromDate(expires) } : { ok: false };
     },
 
     async releaseConnection(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.releaseConnection);
-      const id = leaseHolder(scope, uuid("device_id", request.deviceId));
+      const id = leaseHolder(scope, requireUuid("device_id", request.deviceId));
       const released = await releaseLease(db, id, request.generation, actorOf(scope), clock.now());
       await publisher.publish(released.notes);
       return { ok: released.ok };

@@ -1,22 +1,24 @@
 import type { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
-import type { ServiceImpl } from "@unimatrix/service-kit";
+import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit";
+import { credentialKey } from "@unimatrix/service-kit/auth";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { toEnrollToken } from "../convert";
 import { actorOf, CALLERS, scopeOf, tokenOwner } from "../rules/access";
 import { ttlSeconds } from "../rules/enroll";
-import { decodeTimeKey, encodeTimeKey, pageOf, tokenFilters } from "../rules/paging";
-import { optionalUuid, pageSize, text, uuid } from "../rules/request";
+import { pageOf } from "../rules/paging";
+import { text } from "../rules/request";
 import type { DeviceDeps } from "../service";
 import { issueEnrollToken, listUnusedTokens, revokeEnrollToken } from "../store/tokens";
 
 /** EnrollmentService: USER and CLIENT principals of a tenant (the operator may revoke a token). */
 export function enrollmentHandlers(deps: DeviceDeps): ServiceImpl<typeof EnrollmentService> {
-  const { db, clock } = deps;
+  const { db, clock, pages } = deps;
   return {
     async issueEnrollToken(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.issueEnrollToken);
       const ttl = ttlSeconds(request.ttlSeconds);
       const label = text("label", request.label, 200);
-      const named = optionalUuid("owner_subject_id", request.ownerSubjectId);
+      const named = optionalUuid("owner_subject_id", request.ownerSubjectId) ?? null;
       const { row, token } = await issueEnrollToken(db, {
         tenantId: scope.tenantId,
         ownerSubjectId: tokenOwner(scope, named),
@@ -29,18 +31,21 @@ export function enrollmentHandlers(deps: DeviceDeps): ServiceImpl<typeof Enrollm
     },
 
     async listEnrollTokens(request, ctx) {
-      const scope = scopeOf(await ctx.principal(), CALLERS.listEnrollTokens);
-      const limit = pageSize(request.pageSize);
-      const filters = tokenFilters();
-      const after = decodeTimeKey(request.pageToken, filters);
+      const principal = await ctx.principal();
+      const scope = scopeOf(principal, CALLERS.listEnrollTokens);
+      const limit = pageSize("page_size", request.pageSize);
+      const binding = { caller: credentialKey(principal) };
+      const after = pages.enrollTokens.open(request.pageToken, binding);
       const rows = await listUnusedTokens(db, scope, clock.now(), after, limit + 1);
-      const { page, nextPageToken } = pageOf(rows, limit, (last) => encodeTimeKey(last.created_at, last.id, filters));
+      const { page, nextPageToken } = pageOf(rows, limit, (last) =>
+        pages.enrollTokens.seal({ at: last.created_at, id: last.id }, binding),
+      );
       return { enrollTokens: page.map(toEnrollToken), nextPageToken };
     },
 
     async revokeEnrollToken(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.revokeEnrollToken);
-      const id = uuid("enroll_token_id", request.enrollTokenId);
+      const id = requireUuid("enroll_token_id", request.enrollTokenId);
       const row = await revokeEnrollToken(db, scope, id, actorOf(scope), clock.now());
       return { enrollToken: toEnrollToken(row) };
     },

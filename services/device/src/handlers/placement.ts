@@ -1,8 +1,9 @@
 import type { PlacementService } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
-import type { ServiceImpl } from "@unimatrix/service-kit";
+import { requireUuid } from "@unimatrix/service-kit";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { BEGIN_OUTCOME, END_OUTCOME, PLACE_OUTCOME, REBIND_OUTCOME, toPlacement } from "../convert";
 import { actorOf, CALLERS, scopeOf } from "../rules/access";
-import { expectedRev, opaqueId, uuid } from "../rules/request";
+import { expectedRev, opaqueId } from "../rules/request";
 import type { DeviceDeps } from "../service";
 import { beginRun, endRun, getPlacement, placeSession, rebindSession } from "../store/placements";
 
@@ -13,7 +14,7 @@ export function placementHandlers(deps: DeviceDeps): ServiceImpl<typeof Placemen
     async placeSession(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.placeSession);
       const session = opaqueId("root_session_id", request.rootSessionId);
-      const device = uuid("device_id", request.deviceId);
+      const device = requireUuid("device_id", request.deviceId);
       const result = await placeSession(db, scope, session, device, actorOf(scope), clock.now());
       await publisher.publish(result.notes);
       const placement = "placement" in result && result.placement ? toPlacement(result.placement) : undefined;
@@ -29,7 +30,7 @@ export function placementHandlers(deps: DeviceDeps): ServiceImpl<typeof Placemen
     async rebindSession(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.rebindSession);
       const session = opaqueId("root_session_id", request.rootSessionId);
-      const device = uuid("device_id", request.deviceId);
+      const device = requireUuid("device_id", request.deviceId);
       const rev = expectedRev(request.expectedRev);
       const result = await rebindSession(db, scope, session, device, rev, actorOf(scope), clock.now());
       await publisher.publish(result.notes);

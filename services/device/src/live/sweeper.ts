@@ -1,6 +1,6 @@
 import type { Clock } from "@unimatrix/service-kit";
-import type { Db } from "../store/db";
 import { sweepExpiredLeases } from "../store/leases";
+import type { Db } from "../store/rows";
 import type { NotePublisher } from "./notes";
 
 /** The expired-lease sweep: one run at a time per replica; each run's offline notes are published. */

@@ -1,4 +1,5 @@
-import { NotFoundError, PermissionDeniedError, type Principal } from "@unimatrix/service-kit";
+import { NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
 import type { DeviceRow, EnrollTokenRow, PlacementRow } from "../store/rows";
 
 /**

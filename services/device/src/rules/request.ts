@@ -1,20 +1,11 @@
-/** Request checks of the device contract: each refuses bad input with INVALID_ARGUMENT naming the field. */
-import { InvalidArgumentError } from "@unimatrix/service-kit";
+/**
+ * Request checks specific to the device contract (ids, page sizes and plain text checks come from
+ * the kit's rules); each refuses bad input with INVALID_ARGUMENT naming the field.
+ */
+import { InvalidArgumentError, requireText } from "@unimatrix/service-kit";
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const OPAQUE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const PUBLIC_KEY = /^[A-Za-z0-9+/=_-]{1,128}$/;
-
-/** A canonical lowercase UUID, or INVALID_ARGUMENT naming `field`. */
-export function uuid(field: string, value: string): string {
-  if (!UUID.test(value)) throw new InvalidArgumentError(field, "must be a lowercase UUID");
-  return value;
-}
-
-/** An optional UUID: "" = absent (null). */
-export function optionalUuid(field: string, value: string): string | null {
-  return value === "" ? null : uuid(field, value);
-}
 
 /** A root session or run id: 1-128 characters from [A-Za-z0-9._:-]. */
 export function opaqueId(field: string, value: string): string {
@@ -28,24 +19,21 @@ export function publicKey(value: string): string {
   return value;
 }
 
-/** Free text of at most `max` characters (and at least `min`, after trimming). */
-export function text(field: string, value: string, max: number, min = 0): string {
-  const trimmed = value.trim();
-  if (trimmed.length < min) throw new InvalidArgumentError(field, "is required");
+/**
+ * Free text, trimmed, of at most `max` characters (code points, not bytes) and, when `min` is 1,
+ * not blank; the kit's text rule refuses control characters and broken Unicode first.
+ */
+export function text(field: string, value: string, max: number, min: 0 | 1 = 0): string {
+  // A code point is at most 4 UTF-8 bytes, so the byte bound never bites before the character bound.
+  requireText(field, value, { maxBytes: max * 4, optional: min === 0 });
   if ([...value].length > max) throw new InvalidArgumentError(field, `must be at most ${max} characters`);
-  return trimmed;
+  return value.trim();
 }
 
 /** A required string field: "" is INVALID_ARGUMENT "is required". */
 export function required(field: string, value: string): string {
   if (value === "") throw new InvalidArgumentError(field, "is required");
   return value;
-}
-
-/** Page size: 0 = 50, capped at 500, negative refused. */
-export function pageSize(value: number): number {
-  if (value < 0) throw new InvalidArgumentError("page_size", "must not be negative");
-  return value === 0 ? 50 : Math.min(value, 500);
 }
 
 /** A positive revision. */

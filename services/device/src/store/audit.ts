@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
+import { StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
 import type { AuditType } from "../rules/catalog";
-import type { Db, Tx } from "./db";
-import type { AuditRow } from "./rows";
+import type { AuditRow, Db, Tx } from "./rows";
 
 /** One audit row to write. */
 export interface AuditInput {
@@ -30,7 +30,7 @@ export async function writeAudit(tx: Tx, event: AuditInput): Promise<bigint> {
       ${event.enrollTokenId ?? null}::uuid, ${JSON.stringify(event.detail ?? {})}::jsonb, ${event.at})
     RETURNING seq`;
   const seq = rows[0]?.seq;
-  if (seq === undefined) throw new Error("audit insert returned no row");
+  if (seq === undefined) throw new StoreAnomalyError("audit insert returned no row");
   return seq;
 }
 

@@ -2,21 +2,18 @@ import { randomUUID } from "node:crypto";
 import {
   AlreadyExistsError,
   FailedPreconditionError,
-  issueToken,
   NotFoundError,
-  type ParsedToken,
-  sha256,
   UnauthenticatedError,
-  verifySecret,
 } from "@unimatrix/service-kit";
+import { issueToken, type ParsedToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
+import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
 import type { DeviceNote } from "../live/notes";
 import { canSee, listScope, ownedDevice, type Scope } from "../rules/access";
 import { BAD_ENROLL_TOKEN, enrollStep } from "../rules/enroll";
 import type { TimeKey } from "../rules/paging";
 import { writeAudit } from "./audit";
-import { type Db, inTransaction, StoreAnomalyError } from "./db";
-import { DEVICE_COLUMNS, type DeviceRow, type EnrollTokenRow, TOKEN_COLUMNS } from "./rows";
+import { type Db, DEVICE_COLUMNS, type DeviceRow, type EnrollTokenRow, TOKEN_COLUMNS } from "./rows";
 
 const COLUMNS = Prisma.raw(DEVICE_COLUMNS);
 

@@ -1,11 +1,11 @@
 import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
 import type { DeviceNote } from "../live/notes";
 import { canSee, ownedDevice, type Scope } from "../rules/access";
 import { acquireEffects, holdsLease, leaseExpiry } from "../rules/leases";
 import { writeAudit } from "./audit";
-import { type Db, inTransaction, StoreAnomalyError } from "./db";
-import { DEVICE_COLUMNS, type DeviceRow } from "./rows";
+import { type Db, DEVICE_COLUMNS, type DeviceRow } from "./rows";
 
 const COLUMNS = Prisma.raw(DEVICE_COLUMNS);
 

@@ -8,13 +8,13 @@
  */
 import { randomUUID } from "node:crypto";
 import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
 import type { DeviceNote } from "../live/notes";
 import { canSee, listScope, ownedPlacement, type Scope } from "../rules/access";
 import { beginRunOutcome, conflictOutcome, endRunOutcome, type RebindOutcome, rebindOutcome } from "../rules/placement";
 import { writeAudit } from "./audit";
-import { type Db, inTransaction, StoreAnomalyError, type Tx } from "./db";
-import { DEVICE_COLUMNS, type DeviceRow, type PlacementRow } from "./rows";
+import { type Db, DEVICE_COLUMNS, type DeviceRow, type PlacementRow, type Tx } from "./rows";
 
 const DEVICE = Prisma.raw(DEVICE_COLUMNS);
 const PLACEMENT =
@@ -190,7 +190,7 @@ export function rebindSession(
       UPDATE placements AS p SET device_id = ${deviceId}::uuid, rev = rev + 1, updated_at = ${now}
       WHERE tenant_id = ${tenantId}::uuid AND root_session_id = ${rootSessionId}
       RETURNING ${PLACEMENT}, NULL::text AS active_run_id`;
-    if (!moved) throw new Error(`locked placement ${rootSessionId} vanished`);
+    if (!moved) throw new StoreAnomalyError(`locked placement ${rootSessionId} vanished`);
     const cursor = await writeAudit(tx, {
       type: "session_rebound",
       tenantId,

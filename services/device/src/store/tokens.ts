@@ -1,12 +1,13 @@
 import { randomUUID } from "node:crypto";
-import { FailedPreconditionError, issueToken, NotFoundError } from "@unimatrix/service-kit";
+import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import { issueToken } from "@unimatrix/service-kit/auth";
+import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
 import { canSee, ownedToken, type Scope } from "../rules/access";
 import { expiresAt } from "../rules/enroll";
 import type { TimeKey } from "../rules/paging";
 import { writeAudit } from "./audit";
-import { type Db, inTransaction } from "./db";
-import { type EnrollTokenRow, TOKEN_COLUMNS } from "./rows";
+import { type Db, type EnrollTokenRow, TOKEN_COLUMNS } from "./rows";
 
 const COLUMNS = Prisma.raw(TOKEN_COLUMNS);
 
@@ -30,7 +31,7 @@ export async function issueEnrollToken(db: Db, input: IssueInput): Promise<{ row
       VALUES (${randomUUID()}::uuid, ${input.tenantId}::uuid, ${input.ownerSubjectId}::uuid, ${input.label},
         ${issued.lookupDigest}, ${issued.verifierDigest}, ${input.now}, ${expires})
       RETURNING ${COLUMNS}`;
-    if (!row) throw new Error("enroll token insert returned no row");
+    if (!row) throw new StoreAnomalyError("enroll token insert returned no row");
     await writeAudit(tx, {
       type: "enroll_token_issued",
       tenantId: row.tenant_id,
@@ -80,7 +81,7 @@ export async function revokeEnrollToken(
     if (row.revoked_at) return row;
     const [revoked] = await tx.$queryRaw<EnrollTokenRow[]>`
       UPDATE enroll_tokens SET revoked_at = ${now} WHERE id = ${id}::uuid RETURNING ${COLUMNS}`;
-    if (!revoked) throw new Error("locked enroll token vanished");
+    if (!revoked) throw new StoreAnomalyError("locked enroll token vanished");
     await writeAudit(tx, {
       type: "enroll_token_revoked",
       tenantId: row.tenant_id,
