@@ -115,17 +115,6 @@ export async function enrolledDevice(h: Harness, owner: Principal, platform = De
   return { id: device.id, token: enrolled.deviceToken, principal, tokenId: issued.enrollToken?.id ?? "" };
 }
 
-/** The grpc status code of a rejected call. */
-export async function codeOf(call: Promise<unknown>): Promise<{ code: number; details: string }> {
-  try {
-    await call;
-  } catch (error) {
-    const e = error as { code?: number; details?: string };
-    return { code: e.code ?? -1, details: e.details ?? "" };
-  }
-  throw new Error("call succeeded but was expected to fail");
-}
-
 /** Rows of a table in the harness schema. */
 export async function count(h: Harness, table: string, where = "TRUE", params: unknown[] = []): Promise<number> {
   const rows = await h.sql.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${table} WHERE ${where}`, params);
