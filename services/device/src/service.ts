@@ -1,4 +1,4 @@
-import { basename, dirname, join } from "node:path";
+import { join } from "node:path";
 import { AuditService } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
 import { DeviceService } from "@unimatrix/contracts/unimatrix/device/v1/device_service_pb";
 import { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
@@ -24,11 +24,8 @@ import { type DevicePageTokens, devicePageTokens } from "./rules/paging";
 import { authenticateDevice } from "./store/devices";
 import type { Db } from "./store/rows";
 
-/** The package folder: this file runs from src/ (tests) or dist/src/ (built). */
-const packageDir = basename(dirname(__dirname)) === "dist" ? join(__dirname, "..", "..") : join(__dirname, "..");
-
-/** The service's SQL migrations (Prisma layout), found from src/ and dist/src/ alike. */
-export const migrationsDir = join(packageDir, "prisma", "migrations");
+/** The service's SQL migrations (Prisma layout), found from src/ and dist/ alike. */
+export const migrationsDir = join(__dirname, "..", "prisma", "migrations");
 
 /** The name of the expired-lease sweep among the service's background jobs. */
 export const LEASE_SWEEP = "lease-sweep";
