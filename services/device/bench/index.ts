@@ -15,7 +15,9 @@ import { DeviceService } from "@unimatrix/contracts/unimatrix/device/v1/device_s
 import { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
 import { PlacementService } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
 import { DevicePlatform } from "@unimatrix/contracts/unimatrix/device/v1/types_pb";
-import { commonEnv, createClient, type Principal, readConfig, signPrincipal } from "@unimatrix/service-kit";
+import { commonEnv, readConfig } from "@unimatrix/service-kit";
+import { type Principal, signPrincipal } from "@unimatrix/service-kit/auth";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import pg from "pg";
 
 const DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";

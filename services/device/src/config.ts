@@ -1,4 +1,4 @@
-import { envVar, millisSchema, portSchema, registerEnv } from "@unimatrix/service-kit";
+import { type ConfigOf, envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit";
 
 /** Variables only the device service reads. */
 export const deviceEnv = registerEnv({
@@ -16,3 +16,11 @@ export const deviceEnv = registerEnv({
     "1000",
   ),
 });
+
+/** The device service's own settings, read from the environment. */
+export type DeviceConfig = ConfigOf<typeof deviceEnv>;
+
+/** Reads the device service's variables (defaults applied, bad values refused). */
+export function readDeviceConfig(env: NodeJS.ProcessEnv = process.env): DeviceConfig {
+  return readConfig(deviceEnv, env);
+}

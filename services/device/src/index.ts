@@ -1,3 +1,9 @@
-export { deviceEnv } from "./config";
-export { migrationsDir } from "./paths";
-export { type DeviceServiceOptions, type RunningDevice, startDevice } from "./server";
+export { type DeviceConfig, deviceEnv, readDeviceConfig } from "./config";
+export {
+  type DeviceServiceOptions,
+  deviceService,
+  LEASE_SWEEP,
+  migrationsDir,
+  type RunningDevice,
+  startDevice,
+} from "./service";

@@ -10,7 +10,9 @@ import {
 } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
 import { DevicePlatform } from "@unimatrix/contracts/unimatrix/device/v1/types_pb";
 import { startDevice } from "@unimatrix/device";
-import { createClient, InProcessBus, ManualClock } from "@unimatrix/service-kit";
+import { ManualClock } from "@unimatrix/service-kit";
+import { InProcessBus } from "@unimatrix/service-kit/bus";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import { testConfig } from "@unimatrix/service-kit/testing";
 import { as, newPublicKey, tenant } from "./harness";
 

@@ -2,10 +2,10 @@ import { status } from "@grpc/grpc-js";
 import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
 import { AuditEventType } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
 import { DevicePlatform, DeviceStatus } from "@unimatrix/contracts/unimatrix/device/v1/types_pb";
+import { expectStatus } from "@unimatrix/service-kit/testing";
 import {
   as,
   bearer,
-  codeOf,
   count,
   enrolledDevice,
   type Harness,
@@ -55,9 +55,8 @@ describe("enroll tokens and devices", () => {
       [{ ttlSeconds: 60, label: "x".repeat(201) }, "label"],
       [{ ttlSeconds: 60, ownerSubjectId: "not-a-uuid" }, "owner_subject_id"],
     ] as const) {
-      const error = await codeOf(h.enrollment.issueEnrollToken(request, as(t.user)));
-      expect(error.code).toBe(status.INVALID_ARGUMENT);
-      expect(error.details).toMatch(new RegExp(`^${field}:`));
+      const error = await expectStatus(h.enrollment.issueEnrollToken(request, as(t.user)), status.INVALID_ARGUMENT);
+      expect(error.message).toMatch(new RegExp(`^${field}:`));
     }
     expect(await count(h, "enroll_tokens")).toBe(before);
     expect(await count(h, "audit_events")).toBe(auditBefore);
@@ -70,18 +69,18 @@ describe("enroll tokens and devices", () => {
       as(t.user),
     );
     expect(forOther.enrollToken?.owner?.subjectId).toBe(t.client.subjectId);
-    const clientForOther = await codeOf(
+    await expectStatus(
       h.enrollment.issueEnrollToken({ ttlSeconds: 60, ownerSubjectId: t.client2.subjectId }, as(t.client)),
+      status.NOT_FOUND,
     );
-    expect(clientForOther.code).toBe(status.NOT_FOUND);
-    const machine = await codeOf(
+    await expectStatus(
       h.enrollment.issueEnrollToken(
         { ttlSeconds: 60 },
         as({ kind: "machine", tenantId: t.tenantId, subjectId: t.user.subjectId }),
       ),
+      status.PERMISSION_DENIED,
     );
-    expect(machine.code).toBe(status.PERMISSION_DENIED);
-    expect((await codeOf(h.enrollment.issueEnrollToken({ ttlSeconds: 60 }))).code).toBe(status.UNAUTHENTICATED);
+    await expectStatus(h.enrollment.issueEnrollToken({ ttlSeconds: 60 }), status.UNAUTHENTICATED);
   });
 
   it("enrolls once; same-key replay is idempotent with a fresh credential; another key is refused", async () => {
@@ -114,40 +113,40 @@ describe("enroll tokens and devices", () => {
     expect(replay.device?.id).toBe(first.device?.id);
     expect(replay.deviceToken).not.toBe(first.deviceToken);
     // The previous credential stops working; the fresh one authenticates.
-    expect((await codeOf(h.devices.authenticate({ token: first.deviceToken }))).code).toBe(status.UNAUTHENTICATED);
+    await expectStatus(h.devices.authenticate({ token: first.deviceToken }), status.UNAUTHENTICATED);
     const auth = await h.devices.authenticate({ token: replay.deviceToken });
     expect(auth.principal).toMatchObject({
       kind: PrincipalKind.DEVICE,
       tenantId: t.tenantId,
       subjectId: first.device?.id,
     });
-    const other = await codeOf(
+    await expectStatus(
       h.devices.enrollDevice({ enrollToken: issued.token, publicKey: newPublicKey(), platform: DevicePlatform.LINUX }),
+      status.FAILED_PRECONDITION,
     );
-    expect(other.code).toBe(status.FAILED_PRECONDITION);
     expect(await count(h, "devices", "tenant_id = $1", [t.tenantId])).toBe(1);
     expect(await count(h, "audit_events", "event_type = 'device_enrolled' AND tenant_id = $1", [t.tenantId])).toBe(1);
     // Consumed tokens are no longer listed; they cannot be revoked.
     const listed = await h.enrollment.listEnrollTokens({}, as(t.client));
     expect(listed.enrollTokens.map((x) => x.id)).not.toContain(issued.enrollToken?.id);
-    const revoke = await codeOf(
+    await expectStatus(
       h.enrollment.revokeEnrollToken({ enrollTokenId: issued.enrollToken?.id ?? "" }, as(t.client)),
+      status.FAILED_PRECONDITION,
     );
-    expect(revoke.code).toBe(status.FAILED_PRECONDITION);
   });
 
   it("refuses expired, revoked, unknown and malformed tokens, and a public key already enrolled", async () => {
     const t = tenant();
     const expiring = await h.enrollment.issueEnrollToken({ ttlSeconds: 5 }, as(t.user));
     h.clock.advance(5_000);
-    const expired = await codeOf(
+    await expectStatus(
       h.devices.enrollDevice({
         enrollToken: expiring.token,
         publicKey: newPublicKey(),
         platform: DevicePlatform.LINUX,
       }),
+      status.UNAUTHENTICATED,
     );
-    expect(expired.code).toBe(status.UNAUTHENTICATED);
     const revokedToken = await h.enrollment.issueEnrollToken({ ttlSeconds: 60 }, as(t.user));
     const revoked = await h.enrollment.revokeEnrollToken(
       { enrollTokenId: revokedToken.enrollToken?.id ?? "" },
@@ -162,29 +161,29 @@ describe("enroll tokens and devices", () => {
     expect(await count(h, "audit_events", "event_type = 'enroll_token_revoked' AND tenant_id = $1", [t.tenantId])).toBe(
       1,
     );
-    const useRevoked = await codeOf(
+    await expectStatus(
       h.devices.enrollDevice({
         enrollToken: revokedToken.token,
         publicKey: newPublicKey(),
         platform: DevicePlatform.LINUX,
       }),
+      status.UNAUTHENTICATED,
     );
-    expect(useRevoked.code).toBe(status.UNAUTHENTICATED);
     const parts = revokedToken.token.split("_");
     const forged = `umx_enroll_${parts[2]}_${"A".repeat(43)}`;
     for (const token of [forged, "umx_enroll_nope_nope", "garbage", "umx_device_abc_def"]) {
-      const error = await codeOf(
+      await expectStatus(
         h.devices.enrollDevice({ enrollToken: token, publicKey: newPublicKey(), platform: DevicePlatform.LINUX }),
+        status.UNAUTHENTICATED,
       );
-      expect(error.code).toBe(status.UNAUTHENTICATED);
     }
     const taken = await enrolledDevice(h, t.user);
     const takenKey = (await h.devices.getDevice({ deviceId: taken.id }, as(t.user))).device?.publicKey ?? "";
     const fresh = await h.enrollment.issueEnrollToken({ ttlSeconds: 60 }, as(t.user));
-    const duplicate = await codeOf(
+    await expectStatus(
       h.devices.enrollDevice({ enrollToken: fresh.token, publicKey: takenKey, platform: DevicePlatform.LINUX }),
+      status.ALREADY_EXISTS,
     );
-    expect(duplicate.code).toBe(status.ALREADY_EXISTS);
     // The refused enrollment left the token unused.
     const listed = await h.enrollment.listEnrollTokens({}, as(t.user));
     expect(listed.enrollTokens.map((x) => x.id)).toContain(fresh.enrollToken?.id);
@@ -205,9 +204,11 @@ describe("enroll tokens and devices", () => {
       [{ publicKey: newPublicKey(), platform: DevicePlatform.LINUX, displayName: "n".repeat(201) }, "display_name"],
       [{ publicKey: newPublicKey(), platform: DevicePlatform.LINUX, enrollToken: "" }, "enroll_token"],
     ] as const) {
-      const error = await codeOf(h.devices.enrollDevice({ enrollToken: issued.token, ...request }));
-      expect(error.code).toBe(status.INVALID_ARGUMENT);
-      expect(error.details).toMatch(new RegExp(`^${field}:`));
+      const error = await expectStatus(
+        h.devices.enrollDevice({ enrollToken: issued.token, ...request }),
+        status.INVALID_ARGUMENT,
+      );
+      expect(error.message).toMatch(new RegExp(`^${field}:`));
     }
     expect(await count(h, "devices")).toBe(before);
     const listed = await h.enrollment.listEnrollTokens({}, as(t.user));
@@ -223,12 +224,10 @@ describe("enroll tokens and devices", () => {
     expect((await h.devices.getDevice({ deviceId: mine.id }, as(t.user))).device?.id).toBe(mine.id);
     expect((await h.devices.getDevice({ deviceId: mine.id }, as(t.client))).device?.id).toBe(mine.id);
     expect((await h.devices.getDevice({ deviceId: mine.id }, bearer(mine.token))).device?.id).toBe(mine.id);
-    expect((await codeOf(h.devices.getDevice({ deviceId: theirs.id }, as(t.client)))).code).toBe(status.NOT_FOUND);
-    expect((await codeOf(h.devices.getDevice({ deviceId: foreign.id }, as(t.user)))).code).toBe(status.NOT_FOUND);
-    expect((await codeOf(h.devices.getDevice({ deviceId: theirs.id }, bearer(mine.token)))).code).toBe(
-      status.NOT_FOUND,
-    );
-    expect((await codeOf(h.devices.getDevice({ deviceId: "nope" }, as(t.user)))).code).toBe(status.INVALID_ARGUMENT);
+    await expectStatus(h.devices.getDevice({ deviceId: theirs.id }, as(t.client)), status.NOT_FOUND);
+    await expectStatus(h.devices.getDevice({ deviceId: foreign.id }, as(t.user)), status.NOT_FOUND);
+    await expectStatus(h.devices.getDevice({ deviceId: theirs.id }, bearer(mine.token)), status.NOT_FOUND);
+    await expectStatus(h.devices.getDevice({ deviceId: "nope" }, as(t.user)), status.INVALID_ARGUMENT);
     const userList = await h.devices.listDevices({}, as(t.user));
     expect(userList.devices.map((d) => d.id).sort()).toEqual([mine.id, theirs.id].sort());
     const clientList = await h.devices.listDevices({}, as(t.client));
@@ -256,23 +255,31 @@ describe("enroll tokens and devices", () => {
     } while (pageToken !== "");
     expect(seen).toEqual([...ids].reverse());
     const first = await h.devices.listDevices({ pageSize: 2 }, as(t.user));
-    const mismatched = await codeOf(
+    const mismatched = await expectStatus(
       h.devices.listDevices({ pageSize: 2, pageToken: first.nextPageToken, status: DeviceStatus.REVOKED }, as(t.user)),
+      status.INVALID_ARGUMENT,
     );
-    expect(mismatched.code).toBe(status.INVALID_ARGUMENT);
-    expect(mismatched.details).toMatch(/^page_token:/);
-    expect((await codeOf(h.devices.listDevices({ pageToken: "%%%" }, as(t.user)))).code).toBe(status.INVALID_ARGUMENT);
-    expect((await codeOf(h.devices.listDevices({ pageSize: -1 }, as(t.user)))).details).toMatch(/^page_size:/);
+    expect(mismatched.message).toMatch(/^page_token:/);
+    await expectStatus(h.devices.listDevices({ pageToken: "%%%" }, as(t.user)), status.INVALID_ARGUMENT);
+    expect(
+      (await expectStatus(h.devices.listDevices({ pageSize: -1 }, as(t.user)), status.INVALID_ARGUMENT)).message,
+    ).toMatch(/^page_size:/);
   });
 
   it("revokes a device with a reason: idempotent, credential dead, status filter, audited once", async () => {
     const t = tenant();
     const device = await enrolledDevice(h, t.client);
-    expect((await codeOf(h.devices.revokeDevice({ deviceId: device.id, reason: "  " }, as(t.client)))).details).toMatch(
-      /^reason:/,
-    );
+    expect(
+      (
+        await expectStatus(
+          h.devices.revokeDevice({ deviceId: device.id, reason: "  " }, as(t.client)),
+          status.INVALID_ARGUMENT,
+        )
+      ).message,
+    ).toMatch(/^reason:/);
     const outsider = tenant();
-    expect((await codeOf(h.devices.revokeDevice({ deviceId: device.id, reason: "x" }, as(outsider.user)))).code).toBe(
+    await expectStatus(
+      h.devices.revokeDevice({ deviceId: device.id, reason: "x" }, as(outsider.user)),
       status.NOT_FOUND,
     );
     const revoked = await h.devices.revokeDevice({ deviceId: device.id, reason: "lost laptop" }, as(t.client));
@@ -284,10 +291,8 @@ describe("enroll tokens and devices", () => {
     const again = await h.devices.revokeDevice({ deviceId: device.id, reason: "second reason" }, as(t.user));
     expect(again.device?.revokedReason).toBe("lost laptop");
     expect(await count(h, "audit_events", "event_type = 'device_revoked' AND device_id = $1", [device.id])).toBe(1);
-    expect((await codeOf(h.devices.authenticate({ token: device.token }))).code).toBe(status.UNAUTHENTICATED);
-    expect((await codeOf(h.devices.getDevice({ deviceId: device.id }, bearer(device.token)))).code).toBe(
-      status.UNAUTHENTICATED,
-    );
+    await expectStatus(h.devices.authenticate({ token: device.token }), status.UNAUTHENTICATED);
+    await expectStatus(h.devices.getDevice({ deviceId: device.id }, bearer(device.token)), status.UNAUTHENTICATED);
     const active = await h.devices.listDevices({ status: DeviceStatus.ACTIVE }, as(t.user));
     expect(active.devices).toHaveLength(0);
     const revokedList = await h.devices.listDevices({ status: DeviceStatus.REVOKED }, as(t.user));
@@ -295,10 +300,10 @@ describe("enroll tokens and devices", () => {
   });
 
   it("authenticates device credentials and refuses empty, malformed, other-kind tokens", async () => {
-    expect((await codeOf(h.devices.authenticate({ token: "" }))).code).toBe(status.INVALID_ARGUMENT);
-    expect((await codeOf(h.devices.authenticate({ token: "umx_device_x_y" }))).code).toBe(status.UNAUTHENTICATED);
-    expect((await codeOf(h.devices.authenticate({ token: "umx_client_x_y" }))).code).toBe(status.UNAUTHENTICATED);
-    expect((await codeOf(h.devices.listDevices({}, bearer("umx_device_x_y")))).code).toBe(status.UNAUTHENTICATED);
+    await expectStatus(h.devices.authenticate({ token: "" }), status.INVALID_ARGUMENT);
+    await expectStatus(h.devices.authenticate({ token: "umx_device_x_y" }), status.UNAUTHENTICATED);
+    await expectStatus(h.devices.authenticate({ token: "umx_client_x_y" }), status.UNAUTHENTICATED);
+    await expectStatus(h.devices.listDevices({}, bearer("umx_device_x_y")), status.UNAUTHENTICATED);
   });
 
   it("lists and pages unused tokens per owner and audits issue/revoke for the owner", async () => {

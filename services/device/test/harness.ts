@@ -6,16 +6,14 @@ import { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enro
 import { PlacementService } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
 import { DevicePlatform } from "@unimatrix/contracts/unimatrix/device/v1/types_pb";
 import { type RunningDevice, startDevice } from "@unimatrix/device";
+import { ManualClock } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import { type Bus, openBus } from "@unimatrix/service-kit/bus";
+import { createClient } from "@unimatrix/service-kit/grpc";
+import type { SqlSession } from "@unimatrix/service-kit/store";
 import {
-  type Bus,
-  createClient,
-  ManualClock,
-  openBus,
-  type Principal,
-  type SqlSession,
-  signPrincipal,
-} from "@unimatrix/service-kit";
-import {
+  asBearer,
+  asPrincipal,
   TEST_INTERNAL_KEY,
   TEST_REDIS_URL,
   testBusPrefix,
@@ -79,15 +77,13 @@ export async function startHarness(label: string, leaseSeconds = 30, sweepMs = 0
   return harness;
 }
 
-/** Call options carrying a gateway-signed principal. */
+/** Call options carrying a gateway-signed principal (signed with the test internal key). */
 export function as(principal: Principal) {
-  return { metadata: { "x-umx-principal": signPrincipal(principal, TEST_INTERNAL_KEY) } };
+  return asPrincipal(principal, TEST_INTERNAL_KEY);
 }
 
 /** Call options carrying a bearer token. */
-export function bearer(token: string) {
-  return { metadata: { authorization: `Bearer ${token}` } };
-}
+export const bearer = asBearer;
 
 /** A fresh tenant with a user and two clients. */
 export function tenant() {
@@ -117,17 +113,6 @@ export async function enrolledDevice(h: Harness, owner: Principal, platform = De
   if (!device) throw new Error("no device");
   const principal: Principal = { kind: "device", tenantId: device.owner?.tenantId ?? "", subjectId: device.id };
   return { id: device.id, token: enrolled.deviceToken, principal, tokenId: issued.enrollToken?.id ?? "" };
-}
-
-/** The grpc status code of a rejected call. */
-export async function codeOf(call: Promise<unknown>): Promise<{ code: number; details: string }> {
-  try {
-    await call;
-  } catch (error) {
-    const e = error as { code?: number; details?: string };
-    return { code: e.code ?? -1, details: e.details ?? "" };
-  }
-  throw new Error("call succeeded but was expected to fail");
 }
 
 /** Rows of a table in the harness schema. */

@@ -1,51 +1,44 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { AuditService } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
-import { InvalidArgumentError, type ServiceImpl } from "@unimatrix/service-kit";
-import { scopeOf } from "../access";
-import { type AuditType, listAudit } from "../store/audit";
-import { auditTypeFromWire, toAuditEvent } from "./convert";
-import type { HandlerDeps } from "./deps";
-import { decodePageToken, encodePageToken, tokenBigint } from "./paging";
-import { pageSize, uuid } from "./validate";
+import { optionalUuid, pageSize } from "@unimatrix/service-kit";
+import { credentialKey } from "@unimatrix/service-kit/auth";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { toAuditEvent } from "../convert";
+import { CALLERS, listScope, scopeOf } from "../rules/access";
+import { auditTypeFilter } from "../rules/catalog";
+import { auditFilters, pageOf } from "../rules/paging";
+import { timeRange } from "../rules/request";
+import type { DeviceDeps } from "../service";
+import { listAudit } from "../store/audit";
 
 /** AuditService: USER callers read their tenant's trail, CLIENT callers what they own, the operator all. */
-export function auditHandlers(deps: HandlerDeps): ServiceImpl<typeof AuditService> {
-  const { db } = deps;
+export function auditHandlers(deps: DeviceDeps): ServiceImpl<typeof AuditService> {
+  const { db, pages } = deps;
   return {
     async listAuditEvents(request, ctx) {
-      const scope = scopeOf(await ctx.principal(), ["all", "tenant", "owner"]);
-      const limit = pageSize(request.pageSize);
-      const deviceId = request.deviceId === "" ? null : uuid("device_id", request.deviceId);
-      const types: AuditType[] = [];
-      for (const wire of request.eventTypes) {
-        const type = auditTypeFromWire(wire);
-        if (!type) throw new InvalidArgumentError("event_types", "must not contain UNSPECIFIED or unknown types");
-        if (!types.includes(type)) types.push(type);
-      }
-      types.sort();
-      const start = request.startTime ? timestampDate(request.startTime) : null;
-      const end = request.endTime ? timestampDate(request.endTime) : null;
-      if (start && end && end.getTime() < start.getTime()) {
-        throw new InvalidArgumentError("end_time", "must not be before start_time");
-      }
-      const filters = { m: "audit", deviceId, types, s: start?.getTime() ?? null, e: end?.getTime() ?? null };
-      const key = decodePageToken(request.pageToken, filters, 1);
+      const principal = await ctx.principal();
+      const scope = scopeOf(principal, CALLERS.listAuditEvents);
+      const limit = pageSize("page_size", request.pageSize);
+      const deviceId = optionalUuid("device_id", request.deviceId) ?? null;
+      const types = auditTypeFilter(request.eventTypes);
+      const { start, end } = timeRange(
+        request.startTime ? timestampDate(request.startTime) : null,
+        request.endTime ? timestampDate(request.endTime) : null,
+      );
+      const binding = { caller: credentialKey(principal), filter: auditFilters({ deviceId, types, start, end }) };
+      const { tenantId, ownerSubjectId } = listScope(scope);
       const rows = await listAudit(db, {
-        tenantId: scope.kind === "all" ? null : scope.tenantId,
-        ownerSubjectId: scope.kind === "owner" ? scope.subjectId : null,
+        tenantId,
+        ownerSubjectId,
         deviceId,
         types,
         start,
         end,
-        beforeSeq: key ? tokenBigint(key[0] as string) : null,
+        beforeSeq: pages.audit.open(request.pageToken, binding),
         limit: limit + 1,
       });
-      const page = rows.slice(0, limit);
-      const last = page.at(-1);
-      return {
-        events: page.map(toAuditEvent),
-        nextPageToken: rows.length > limit && last ? encodePageToken([last.seq.toString()], filters) : "",
-      };
+      const { page, nextPageToken } = pageOf(rows, limit, (last) => pages.audit.seal(last.seq, binding));
+      return { events: page.map(toAuditEvent), nextPageToken };
     },
   };
 }

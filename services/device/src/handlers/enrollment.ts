@@ -1,29 +1,27 @@
 import type { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
-import { NotFoundError, type ServiceImpl } from "@unimatrix/service-kit";
-import { actorOf, scopeOf } from "../access";
+import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit";
+import { credentialKey } from "@unimatrix/service-kit/auth";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { toEnrollToken } from "../convert";
+import { actorOf, CALLERS, scopeOf, tokenOwner } from "../rules/access";
+import { ttlSeconds } from "../rules/enroll";
+import { pageOf } from "../rules/paging";
+import { text } from "../rules/request";
+import type { DeviceDeps } from "../service";
 import { issueEnrollToken, listUnusedTokens, revokeEnrollToken } from "../store/tokens";
-import { toEnrollToken } from "./convert";
-import type { HandlerDeps } from "./deps";
-import { decodePageToken, encodePageToken, tokenDate } from "./paging";
-import { pageSize, text, ttlSeconds, uuid } from "./validate";
 
 /** EnrollmentService: USER and CLIENT principals of a tenant (the operator may revoke a token). */
-export function enrollmentHandlers(deps: HandlerDeps): ServiceImpl<typeof EnrollmentService> {
-  const { db, clock } = deps;
+export function enrollmentHandlers(deps: DeviceDeps): ServiceImpl<typeof EnrollmentService> {
+  const { db, clock, pages } = deps;
   return {
     async issueEnrollToken(request, ctx) {
-      const scope = scopeOf(await ctx.principal(), ["tenant", "owner"]);
+      const scope = scopeOf(await ctx.principal(), CALLERS.issueEnrollToken);
       const ttl = ttlSeconds(request.ttlSeconds);
       const label = text("label", request.label, 200);
-      const owner = request.ownerSubjectId === "" ? null : uuid("owner_subject_id", request.ownerSubjectId);
-      if (scope.kind !== "tenant" && scope.kind !== "owner") throw new Error("unreachable scope");
-      // A CLIENT may only issue for itself; naming anyone else is NOT_FOUND (no oracle).
-      if (owner !== null && scope.kind === "owner" && owner !== scope.subjectId) {
-        throw new NotFoundError(`owner_subject_id ${owner} not found`);
-      }
+      const named = optionalUuid("owner_subject_id", request.ownerSubjectId) ?? null;
       const { row, token } = await issueEnrollToken(db, {
         tenantId: scope.tenantId,
-        ownerSubjectId: owner ?? scope.subjectId,
+        ownerSubjectId: tokenOwner(scope, named),
         actorId: actorOf(scope),
         ttlSeconds: ttl,
         label,
@@ -33,25 +31,21 @@ export function enrollmentHandlers(deps: HandlerDeps): ServiceImpl<typeof Enroll
     },
 
     async listEnrollTokens(request, ctx) {
-      const scope = scopeOf(await ctx.principal(), ["tenant", "owner"]);
-      const limit = pageSize(request.pageSize);
-      if (scope.kind !== "tenant" && scope.kind !== "owner") throw new Error("unreachable scope");
-      const filters = { m: "tokens" };
-      const key = decodePageToken(request.pageToken, filters, 2);
-      const after = key ? { createdAt: tokenDate(key[0] as string), id: uuid("page_token", key[1] as string) } : null;
+      const principal = await ctx.principal();
+      const scope = scopeOf(principal, CALLERS.listEnrollTokens);
+      const limit = pageSize("page_size", request.pageSize);
+      const binding = { caller: credentialKey(principal) };
+      const after = pages.enrollTokens.open(request.pageToken, binding);
       const rows = await listUnusedTokens(db, scope, clock.now(), after, limit + 1);
-      const page = rows.slice(0, limit);
-      const last = page.at(-1);
-      return {
-        enrollTokens: page.map(toEnrollToken),
-        nextPageToken:
-          rows.length > limit && last ? encodePageToken([String(last.created_at.getTime()), last.id], filters) : "",
-      };
+      const { page, nextPageToken } = pageOf(rows, limit, (last) =>
+        pages.enrollTokens.seal({ at: last.created_at, id: last.id }, binding),
+      );
+      return { enrollTokens: page.map(toEnrollToken), nextPageToken };
     },
 
     async revokeEnrollToken(request, ctx) {
-      const scope = scopeOf(await ctx.principal(), ["tenant", "owner", "all"]);
-      const id = uuid("enroll_token_id", request.enrollTokenId);
+      const scope = scopeOf(await ctx.principal(), CALLERS.revokeEnrollToken);
+      const id = requireUuid("enroll_token_id", request.enrollTokenId);
       const row = await revokeEnrollToken(db, scope, id, actorOf(scope), clock.now());
       return { enrollToken: toEnrollToken(row) };
     },

@@ -1,24 +1,8 @@
 import { randomUUID } from "node:crypto";
+import { StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
-import type { Db, Tx } from "./db";
-import type { AuditRow } from "./rows";
-
-/** The closed set of audited events (mirrors AuditEventType and the table's CHECK). */
-export const AUDIT_TYPES = [
-  "enroll_token_issued",
-  "enroll_token_revoked",
-  "device_enrolled",
-  "device_revoked",
-  "connection_acquired",
-  "connection_fenced",
-  "connection_released",
-  "connection_expired",
-  "session_placed",
-  "session_rebound",
-  "run_began",
-  "run_ended",
-] as const;
-export type AuditType = (typeof AUDIT_TYPES)[number];
+import type { AuditType } from "../rules/catalog";
+import type { AuditRow, Db, Tx } from "./rows";
 
 /** One audit row to write. */
 export interface AuditInput {
@@ -46,7 +30,7 @@ export async function writeAudit(tx: Tx, event: AuditInput): Promise<bigint> {
       ${event.enrollTokenId ?? null}::uuid, ${JSON.stringify(event.detail ?? {})}::jsonb, ${event.at})
     RETURNING seq`;
   const seq = rows[0]?.seq;
-  if (seq === undefined) throw new Error("audit insert returned no row");
+  if (seq === undefined) throw new StoreAnomalyError("audit insert returned no row");
   return seq;
 }
 

@@ -2,26 +2,20 @@ import { randomUUID } from "node:crypto";
 import {
   AlreadyExistsError,
   FailedPreconditionError,
-  issueToken,
   NotFoundError,
-  type ParsedToken,
-  sha256,
   UnauthenticatedError,
-  verifySecret,
 } from "@unimatrix/service-kit";
+import { issueToken, type ParsedToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
+import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
-import { canSee, type Scope } from "../access";
-import type { DeviceNote } from "../events";
+import type { DeviceNote } from "../live/notes";
+import { canSee, listScope, ownedDevice, type Scope } from "../rules/access";
+import { BAD_ENROLL_TOKEN, enrollStep } from "../rules/enroll";
+import type { TimeKey } from "../rules/paging";
 import { writeAudit } from "./audit";
-import { type Db, inTransaction, StoreAnomalyError } from "./db";
-import { DEVICE_COLUMNS, type DeviceRow, type EnrollTokenRow, TOKEN_COLUMNS } from "./rows";
+import { type Db, DEVICE_COLUMNS, type DeviceRow, type EnrollTokenRow, TOKEN_COLUMNS } from "./rows";
 
 const COLUMNS = Prisma.raw(DEVICE_COLUMNS);
-
-/** The coordinates visibility is decided on. */
-export function ownedDevice(row: DeviceRow) {
-  return { tenantId: row.tenant_id, ownerSubjectId: row.owner_subject_id, deviceId: row.id };
-}
 
 /** A validated EnrollDevice. */
 export interface EnrollInput {
@@ -40,8 +34,6 @@ export interface Enrolled {
   readonly notes: DeviceNote[];
 }
 
-const BAD_TOKEN = "enroll_token is unknown, expired or revoked";
-
 /**
  * Consumes an enroll token. Lock order: enroll token row, then the device row. A replay with the
  * same public key re-issues the device credential; any other public key is refused.
@@ -51,14 +43,12 @@ export function enrollDevice(db: Db, input: EnrollInput): Promise<Enrolled> {
     const [token] = await tx.$queryRaw<(EnrollTokenRow & { verifier_digest: Uint8Array })[]>`
       SELECT ${Prisma.raw(TOKEN_COLUMNS)}, verifier_digest FROM enroll_tokens
       WHERE lookup_digest = ${sha256(input.token.lookup)} FOR UPDATE`;
-    if (!token || !verifySecret(input.token.secret, token.verifier_digest)) throw new UnauthenticatedError(BAD_TOKEN);
-    if (token.revoked_at || token.expires_at.getTime() <= input.now.getTime())
-      throw new UnauthenticatedError(BAD_TOKEN);
+    if (!token || !verifySecret(input.token.secret, token.verifier_digest)) {
+      throw new UnauthenticatedError(BAD_ENROLL_TOKEN);
+    }
+    const step = enrollStep(token, input.publicKey, input.now);
     const credential = issueToken("device");
-    if (token.consumed_at) {
-      if (token.consumed_by_public_key !== input.publicKey) {
-        throw new FailedPreconditionError("enroll_token was already consumed by another public key");
-      }
+    if (step === "replay") {
       const [device] = await tx.$queryRaw<DeviceRow[]>`
         UPDATE devices SET credential_lookup = ${credential.lookupDigest}, credential_verifier = ${credential.verifierDigest},
           rev = rev + 1, updated_at = ${input.now}
@@ -120,15 +110,16 @@ export async function listDevices(
   db: Db,
   scope: Scope,
   status: "active" | "revoked" | null,
-  after: { enrolledAt: Date; id: string } | null,
+  after: TimeKey | null,
   limit: number,
 ): Promise<DeviceRow[]> {
+  const only = listScope(scope);
   const where: Prisma.Sql[] = [Prisma.sql`TRUE`];
-  if (scope.kind !== "all") where.push(Prisma.sql`tenant_id = ${scope.tenantId}::uuid`);
-  if (scope.kind === "owner") where.push(Prisma.sql`owner_subject_id = ${scope.subjectId}::uuid`);
-  if (scope.kind === "device") where.push(Prisma.sql`id = ${scope.deviceId}::uuid`);
+  if (only.tenantId) where.push(Prisma.sql`tenant_id = ${only.tenantId}::uuid`);
+  if (only.ownerSubjectId) where.push(Prisma.sql`owner_subject_id = ${only.ownerSubjectId}::uuid`);
+  if (only.deviceId) where.push(Prisma.sql`id = ${only.deviceId}::uuid`);
   if (status) where.push(Prisma.sql`status = ${status}`);
-  if (after) where.push(Prisma.sql`(enrolled_at, id) < (${after.enrolledAt}, ${after.id}::uuid)`);
+  if (after) where.push(Prisma.sql`(enrolled_at, id) < (${after.at}, ${after.id}::uuid)`);
   return db.$queryRaw<DeviceRow[]>`
     SELECT ${COLUMNS} FROM devices WHERE ${Prisma.join(where, " AND ")}
     ORDER BY enrolled_at DESC, id DESC LIMIT ${limit}`;

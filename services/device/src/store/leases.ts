@@ -1,11 +1,11 @@
 import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
-import { canSee, type Scope } from "../access";
-import type { DeviceNote } from "../events";
+import type { DeviceNote } from "../live/notes";
+import { canSee, ownedDevice, type Scope } from "../rules/access";
+import { acquireEffects, holdsLease, leaseExpiry } from "../rules/leases";
 import { writeAudit } from "./audit";
-import { type Db, inTransaction, StoreAnomalyError } from "./db";
-import { ownedDevice } from "./devices";
-import { DEVICE_COLUMNS, type DeviceRow } from "./rows";
+import { type Db, DEVICE_COLUMNS, type DeviceRow } from "./rows";
 
 const COLUMNS = Prisma.raw(DEVICE_COLUMNS);
 
@@ -14,10 +14,6 @@ export interface Acquired {
   readonly generation: bigint;
   readonly leaseExpiresAt: Date;
   readonly notes: DeviceNote[];
-}
-
-function leaseLive(row: DeviceRow, now: Date): boolean {
-  return row.lease_expires_at !== null && row.lease_expires_at.getTime() > now.getTime();
 }
 
 /**
@@ -38,7 +34,8 @@ export function acquireLease(
       SELECT ${COLUMNS} FROM devices WHERE id = ${deviceId}::uuid FOR UPDATE`;
     if (!row || !canSee(scope, ownedDevice(row))) throw new NotFoundError(`device ${deviceId} not found`);
     if (row.status !== "active") throw new FailedPreconditionError(`device ${deviceId} is revoked`);
-    const expires = new Date(now.getTime() + leaseSeconds * 1000);
+    const expires = leaseExpiry(now, leaseSeconds);
+    const effects = acquireEffects(row, now);
     const [updated] = await tx.$queryRaw<{ connection_generation: bigint }[]>`
       UPDATE devices SET connection_generation = connection_generation + 1, lease_expires_at = ${expires},
         online = true, rev = rev + 1, updated_at = ${now}
@@ -48,14 +45,14 @@ export function acquireLease(
     const base = { tenantId: row.tenant_id, ownerSubjectId: row.owner_subject_id, deviceId, at: now };
     const notes: DeviceNote[] = [];
     const previous = { generation: row.connection_generation.toString() };
-    if (leaseLive(row, now)) {
+    if (effects.fenced) {
       await writeAudit(tx, {
         ...base,
         actorId,
         type: "connection_fenced",
         detail: { ...previous, reason: "acquired" },
       });
-    } else if (row.online) {
+    } else if (effects.expired) {
       const cursor = await writeAudit(tx, { ...base, actorId: "", type: "connection_expired", detail: previous });
       notes.push({ ...base, type: "device_offline", cursor, generation: row.connection_generation });
     }
@@ -65,7 +62,7 @@ export function acquireLease(
       type: "connection_acquired",
       detail: { generation: generation.toString() },
     });
-    if (!row.online || !leaseLive(row, now)) notes.push({ ...base, type: "device_online", cursor, generation });
+    if (effects.wentOnline) notes.push({ ...base, type: "device_online", cursor, generation });
     return { generation, leaseExpiresAt: expires, notes };
   });
 }
@@ -81,7 +78,7 @@ export async function heartbeatLease(
   leaseSeconds: number,
   now: Date,
 ): Promise<Date | null> {
-  const expires = new Date(now.getTime() + leaseSeconds * 1000);
+  const expires = leaseExpiry(now, leaseSeconds);
   const rows = await db.$queryRaw<{ lease_expires_at: Date }[]>`
     UPDATE devices SET lease_expires_at = ${expires}, rev = rev + 1, updated_at = ${now}
     WHERE id = ${deviceId}::uuid AND connection_generation = ${generation} AND status = 'active'
@@ -101,9 +98,7 @@ export function releaseLease(
   return inTransaction(db, async (tx) => {
     const [row] = await tx.$queryRaw<DeviceRow[]>`
       SELECT ${COLUMNS} FROM devices WHERE id = ${deviceId}::uuid FOR UPDATE`;
-    if (row?.status !== "active" || row.connection_generation !== generation || !leaseLive(row, now)) {
-      return { ok: false, notes: [] };
-    }
+    if (!row || !holdsLease(row, generation, now)) return { ok: false, notes: [] };
     await tx.$executeRaw`
       UPDATE devices SET lease_expires_at = NULL, online = false, rev = rev + 1, updated_at = ${now}
       WHERE id = ${deviceId}::uuid`;

@@ -8,22 +8,18 @@
  */
 import { randomUUID } from "node:crypto";
 import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
-import { canSee, type Scope } from "../access";
-import type { DeviceNote } from "../events";
+import type { DeviceNote } from "../live/notes";
+import { canSee, listScope, ownedPlacement, type Scope } from "../rules/access";
+import { beginRunOutcome, conflictOutcome, endRunOutcome, type RebindOutcome, rebindOutcome } from "../rules/placement";
 import { writeAudit } from "./audit";
-import { type Db, inTransaction, StoreAnomalyError, type Tx } from "./db";
-import { ownedDevice } from "./devices";
-import { DEVICE_COLUMNS, type DeviceRow, type PlacementRow } from "./rows";
+import { type Db, DEVICE_COLUMNS, type DeviceRow, type PlacementRow, type Tx } from "./rows";
 
 const DEVICE = Prisma.raw(DEVICE_COLUMNS);
 const PLACEMENT =
   Prisma.raw(`p.tenant_id::text, p.root_session_id, p.device_id::text, p.owner_subject_id::text, p.rev, p.placed_at,
   p.updated_at`);
-
-function ownedPlacement(row: PlacementRow) {
-  return { tenantId: row.tenant_id, ownerSubjectId: row.owner_subject_id, deviceId: row.device_id };
-}
 
 /**
  * The tenant a root session id is looked up in: the caller's, or for the operator the one tenant
@@ -81,8 +77,7 @@ export async function placeSession(
   actorId: string,
   now: Date,
 ): Promise<PlaceResult> {
-  const tenant = scope.kind === "all" ? null : scope.tenantId;
-  const owner = scope.kind === "owner" ? scope.subjectId : null;
+  const { tenantId: tenant, ownerSubjectId: owner } = listScope(scope);
   const [row] = await db.$queryRaw<
     (Omit<PlacementRow, "tenant_id" | "owner_subject_id"> & {
       tenant_id: string;
@@ -130,7 +125,7 @@ export async function placeSession(
   }
   const current = await readPlacement(db, row.tenant_id, rootSessionId);
   if (!current) throw new StoreAnomalyError(`placement ${rootSessionId} conflicted on insert but cannot be read`);
-  if (current.device_id === deviceId) return { outcome: "same", placement: current, notes: [] };
+  if (conflictOutcome(current, deviceId) === "same") return { outcome: "same", placement: current, notes: [] };
   return {
     outcome: "device_conflict",
     placement: canSee(scope, ownedPlacement(current)) ? current : null,
@@ -159,7 +154,7 @@ export async function getPlacement(db: Db, scope: Scope, rootSessionId: string):
 export type RebindResult =
   | { outcome: "gone"; notes: DeviceNote[] }
   | {
-      outcome: "rebound" | "idempotent" | "rev_conflict" | "active_run" | "device_not_found" | "device_revoked";
+      outcome: Exclude<RebindOutcome, "gone">;
       placement: PlacementRow;
       previousDeviceId?: string;
       notes: DeviceNote[];
@@ -184,24 +179,18 @@ export function rebindSession(
     if (!tenantId) return { outcome: "gone", notes: [] };
     // 1. device row, 2. placement row, 3. run claim.
     const device = await lockDevice(tx, deviceId);
-    const locked = await lockPlacement(tx, tenantId, rootSessionId);
-    if (!locked || !canSee(scope, ownedPlacement(locked))) return { outcome: "gone", notes: [] };
-    const claim = await lockClaim(tx, tenantId, rootSessionId);
+    const found = await lockPlacement(tx, tenantId, rootSessionId);
+    const locked = found && canSee(scope, ownedPlacement(found)) ? found : undefined;
+    const claim = locked ? await lockClaim(tx, tenantId, rootSessionId) : null;
+    const outcome = rebindOutcome({ scope, placement: locked, device, claim, deviceId, expectedRev });
+    if (!locked || outcome === "gone") return { outcome: "gone", notes: [] };
     const placement: PlacementRow = { ...locked, active_run_id: claim };
-    const sameOwner =
-      device && device.tenant_id === locked.tenant_id && device.owner_subject_id === locked.owner_subject_id;
-    if (!device || !sameOwner || !canSee(scope, ownedDevice(device))) {
-      return { outcome: "device_not_found", placement, notes: [] };
-    }
-    if (device.status !== "active") return { outcome: "device_revoked", placement, notes: [] };
-    if (locked.device_id === deviceId) return { outcome: "idempotent", placement, notes: [] };
-    if (locked.rev !== expectedRev) return { outcome: "rev_conflict", placement, notes: [] };
-    if (claim !== null) return { outcome: "active_run", placement, notes: [] };
+    if (outcome !== "rebound") return { outcome, placement, notes: [] };
     const [moved] = await tx.$queryRaw<PlacementRow[]>`
       UPDATE placements AS p SET device_id = ${deviceId}::uuid, rev = rev + 1, updated_at = ${now}
       WHERE tenant_id = ${tenantId}::uuid AND root_session_id = ${rootSessionId}
       RETURNING ${PLACEMENT}, NULL::text AS active_run_id`;
-    if (!moved) throw new Error(`locked placement ${rootSessionId} vanished`);
+    if (!moved) throw new StoreAnomalyError(`locked placement ${rootSessionId} vanished`);
     const cursor = await writeAudit(tx, {
       type: "session_rebound",
       tenantId,
@@ -225,14 +214,15 @@ export function rebindSession(
   });
 }
 
-/** Result of BeginRun / EndRun. */
-export type RunResult =
+/** Result of BeginRun (O = its outcomes) or EndRun. */
+export type RunResult<O extends string> =
   | { outcome: "gone"; notes: DeviceNote[] }
-  | {
-      outcome: "begun" | "already_active" | "busy" | "ended" | "not_active" | "other_run";
-      placement: PlacementRow;
-      notes: DeviceNote[];
-    };
+  | { outcome: O; placement: PlacementRow; notes: DeviceNote[] };
+
+/** Result of BeginRun. */
+export type BeginResult = RunResult<ReturnType<typeof beginRunOutcome>>;
+/** Result of EndRun. */
+export type EndResult = RunResult<ReturnType<typeof endRunOutcome>>;
 
 /** Claims a placed root session for a run (placement row → run claim). */
 export function beginRun(
@@ -242,14 +232,14 @@ export function beginRun(
   runId: string,
   actorId: string,
   now: Date,
-): Promise<RunResult> {
+): Promise<BeginResult> {
   return changeRun(db, scope, rootSessionId, actorId, now, async (tx, placement, claim) => {
-    if (claim === runId) return { outcome: "already_active", placement, notes: [] };
-    if (claim !== null) return { outcome: "busy", placement, notes: [] };
+    const outcome = beginRunOutcome(claim, runId);
+    if (outcome !== "begun") return { outcome, placement };
     await tx.$executeRaw`
       INSERT INTO run_claims (tenant_id, root_session_id, run_id, began_at)
       VALUES (${placement.tenant_id}::uuid, ${rootSessionId}, ${runId}, ${now})`;
-    return { outcome: "begun", placement: { ...placement, active_run_id: runId }, notes: [], audit: "run_began" };
+    return { outcome, placement: { ...placement, active_run_id: runId }, audit: "run_began" };
   });
 }
 
@@ -261,31 +251,32 @@ export function endRun(
   runId: string,
   actorId: string,
   now: Date,
-): Promise<RunResult> {
+): Promise<EndResult> {
   return changeRun(db, scope, rootSessionId, actorId, now, async (tx, placement, claim) => {
-    if (claim === null) return { outcome: "not_active", placement, notes: [] };
-    if (claim !== runId) return { outcome: "other_run", placement, notes: [] };
+    const outcome = endRunOutcome(claim, runId);
+    if (outcome !== "ended") return { outcome, placement };
     await tx.$executeRaw`
       DELETE FROM run_claims WHERE tenant_id = ${placement.tenant_id}::uuid AND root_session_id = ${rootSessionId}`;
-    return { outcome: "ended", placement: { ...placement, active_run_id: null }, notes: [], audit: "run_ended" };
+    return { outcome, placement: { ...placement, active_run_id: null }, audit: "run_ended" };
   });
 }
 
-type RunStep = (
+/** What a run step decided: its outcome, the placement after it, and the audit row if it changed anything. */
+type RunStep<O extends string> = (
   tx: Tx,
   placement: PlacementRow,
   claim: string | null,
-) => Promise<RunResult & { audit?: "run_began" | "run_ended" }>;
+) => Promise<{ outcome: O; placement: PlacementRow; audit?: "run_began" | "run_ended" }>;
 
-function changeRun(
+function changeRun<O extends string>(
   db: Db,
   scope: Scope,
   rootSessionId: string,
   actorId: string,
   now: Date,
-  step: RunStep,
-): Promise<RunResult> {
-  return inTransaction(db, async (tx): Promise<RunResult> => {
+  step: RunStep<O>,
+): Promise<RunResult<O>> {
+  return inTransaction(db, async (tx): Promise<RunResult<O>> => {
     const tenantId = await tenantOf(tx, scope, rootSessionId);
     if (!tenantId) return { outcome: "gone", notes: [] };
     // 2. placement row, 3. run claim (no device lock needed: the device row is not read).
@@ -293,7 +284,7 @@ function changeRun(
     if (!locked || !canSee(scope, ownedPlacement(locked))) return { outcome: "gone", notes: [] };
     const claim = await lockClaim(tx, tenantId, rootSessionId);
     const result = await step(tx, { ...locked, active_run_id: claim }, claim);
-    if (!result.audit || result.outcome === "gone") return result;
+    if (!result.audit) return { outcome: result.outcome, placement: result.placement, notes: [] };
     const runId = result.placement.active_run_id ?? claim ?? "";
     const cursor = await writeAudit(tx, {
       type: result.audit,

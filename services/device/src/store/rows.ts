@@ -1,4 +1,11 @@
-/** Row shapes of the device tables as raw SQL returns them (snake_case columns). */
+/** Row shapes of the device tables as raw SQL returns them (snake_case columns), and the store's client types. */
+import type { Tx as KitTx } from "@unimatrix/service-kit/store";
+import type { PrismaClient } from "../../generated/prisma/client";
+
+/** The device store's Prisma client (generated to services/device/generated, outside src/). */
+export type Db = PrismaClient;
+/** The client inside one of its interactive transactions. */
+export type Tx = KitTx<PrismaClient>;
 
 /** A `devices` row. */
 export interface DeviceRow {

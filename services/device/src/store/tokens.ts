@@ -1,10 +1,13 @@
 import { randomUUID } from "node:crypto";
-import { FailedPreconditionError, issueToken, NotFoundError } from "@unimatrix/service-kit";
+import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import { issueToken } from "@unimatrix/service-kit/auth";
+import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
-import { canSee, type Scope } from "../access";
+import { canSee, ownedToken, type Scope } from "../rules/access";
+import { expiresAt } from "../rules/enroll";
+import type { TimeKey } from "../rules/paging";
 import { writeAudit } from "./audit";
-import { type Db, inTransaction } from "./db";
-import { type EnrollTokenRow, TOKEN_COLUMNS } from "./rows";
+import { type Db, type EnrollTokenRow, TOKEN_COLUMNS } from "./rows";
 
 const COLUMNS = Prisma.raw(TOKEN_COLUMNS);
 
@@ -21,14 +24,14 @@ export interface IssueInput {
 /** Issues an enroll token: stores its digests and an audit row in one transaction. */
 export async function issueEnrollToken(db: Db, input: IssueInput): Promise<{ row: EnrollTokenRow; token: string }> {
   const issued = issueToken("enroll");
-  const expiresAt = new Date(input.now.getTime() + input.ttlSeconds * 1000);
+  const expires = expiresAt(input.now, input.ttlSeconds);
   const row = await inTransaction(db, async (tx) => {
     const [row] = await tx.$queryRaw<EnrollTokenRow[]>`
       INSERT INTO enroll_tokens (id, tenant_id, owner_subject_id, label, lookup_digest, verifier_digest, created_at, expires_at)
       VALUES (${randomUUID()}::uuid, ${input.tenantId}::uuid, ${input.ownerSubjectId}::uuid, ${input.label},
-        ${issued.lookupDigest}, ${issued.verifierDigest}, ${input.now}, ${expiresAt})
+        ${issued.lookupDigest}, ${issued.verifierDigest}, ${input.now}, ${expires})
       RETURNING ${COLUMNS}`;
-    if (!row) throw new Error("enroll token insert returned no row");
+    if (!row) throw new StoreAnomalyError("enroll token insert returned no row");
     await writeAudit(tx, {
       type: "enroll_token_issued",
       tenantId: row.tenant_id,
@@ -48,11 +51,11 @@ export async function listUnusedTokens(
   db: Db,
   scope: Scope & { kind: "tenant" | "owner" },
   now: Date,
-  after: { createdAt: Date; id: string } | null,
+  after: TimeKey | null,
   limit: number,
 ): Promise<EnrollTokenRow[]> {
   const owner = scope.kind === "owner" ? Prisma.sql`AND owner_subject_id = ${scope.subjectId}::uuid` : Prisma.empty;
-  const cursor = after ? Prisma.sql`AND (created_at, id) < (${after.createdAt}, ${after.id}::uuid)` : Prisma.empty;
+  const cursor = after ? Prisma.sql`AND (created_at, id) < (${after.at}, ${after.id}::uuid)` : Prisma.empty;
   return db.$queryRaw<EnrollTokenRow[]>`
     SELECT ${COLUMNS} FROM enroll_tokens
     WHERE tenant_id = ${scope.tenantId}::uuid ${owner}
@@ -71,14 +74,14 @@ export async function revokeEnrollToken(
   return inTransaction(db, async (tx) => {
     const [row] = await tx.$queryRaw<EnrollTokenRow[]>`
       SELECT ${COLUMNS} FROM enroll_tokens WHERE id = ${id}::uuid FOR UPDATE`;
-    if (!row || !canSee(scope, { tenantId: row.tenant_id, ownerSubjectId: row.owner_subject_id })) {
+    if (!row || !canSee(scope, ownedToken(row))) {
       throw new NotFoundError(`enroll token ${id} not found`);
     }
     if (row.consumed_at) throw new FailedPreconditionError(`enroll token ${id} was already consumed`);
     if (row.revoked_at) return row;
     const [revoked] = await tx.$queryRaw<EnrollTokenRow[]>`
       UPDATE enroll_tokens SET revoked_at = ${now} WHERE id = ${id}::uuid RETURNING ${COLUMNS}`;
-    if (!revoked) throw new Error("locked enroll token vanished");
+    if (!revoked) throw new StoreAnomalyError("locked enroll token vanished");
     await writeAudit(tx, {
       type: "enroll_token_revoked",
       tenantId: row.tenant_id,

@@ -1,4 +1,5 @@
-import type { Bus } from "@unimatrix/service-kit";
+/** Bus notes of device transitions (placement, connection, enrollment) and their publisher. */
+import { type Bus, publishAfterCommit } from "@unimatrix/service-kit/bus";
 import type { Logger } from "pino";
 
 /** What a bus note says happened; the audit row with `cursor` as its seq holds the whole record. */
@@ -46,7 +47,11 @@ export function encodeNote(note: DeviceNote): string {
   });
 }
 
-/** Publishes committed changes; a failed publish is logged and never fails the call. */
+/**
+ * Publishes committed changes in order (an offline note before the next online), each through the
+ * kit's one post-commit publish: awaited, never throwing (a lost note is logged and counted;
+ * readers heal from the audit trail).
+ */
 export class NotePublisher {
   constructor(
     private readonly bus: Bus,
@@ -55,11 +60,7 @@ export class NotePublisher {
 
   async publish(notes: readonly DeviceNote[]): Promise<void> {
     for (const note of notes) {
-      try {
-        await this.bus.publish(deviceChannel(note.tenantId), encodeNote(note));
-      } catch (error) {
-        this.logger.warn({ err: error, note: note.type, cursor: note.cursor.toString() }, "device note not published");
-      }
+      await publishAfterCommit(this.bus, deviceChannel(note.tenantId), encodeNote(note), this.logger);
     }
   }
 }
