@@ -1,7 +1,7 @@
 // Generates everything that is generated: protobuf-es code from proto/ (buf) and
 // each service's Prisma client. Runs offline; `npm install` runs it (postinstall).
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -44,5 +44,8 @@ for (const s of services.filter((s) => s.store)) {
   const dir = join(root, "services", s.name, "generated");
   if (existsSync(dir)) {
     writeFileSync(join(dir, "tsconfig.json"), `${JSON.stringify(generatedProject, null, 2)}\n`);
+    // prisma generate replaced the sources: a build record left from before would make
+    // `tsc --build` think the (now missing) compiled client is up to date.
+    rmSync(join(dir, "tsconfig.tsbuildinfo"), { force: true });
   }
 }
