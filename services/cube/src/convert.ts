@@ -9,6 +9,7 @@ import {
 import {
   AttachSeatOutcome,
   type AttachSeatResponseSchema,
+  type DronesSinceResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import type { AuthenticateResponseSchema } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import {
@@ -278,4 +279,12 @@ export function attachToWire(result: AttachResult): MessageInitShape<typeof Atta
     sessionToken: result.token ?? "",
     sessionExpiresAt: ts(result.session.expiresAt),
   };
+}
+
+/** A DronesSince answer: every non-evicted drone with `seen_since`, and the anchor's instant. */
+export function dronesSinceToWire(result: {
+  drones: readonly DroneRow[];
+  anchorTime: Date;
+}): MessageInitShape<typeof DronesSinceResponseSchema> {
+  return { drones: result.drones.map(droneToWire), anchorTime: ts(result.anchorTime) };
 }

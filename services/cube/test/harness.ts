@@ -4,7 +4,7 @@ import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity
 import { CubeAccess, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import type { Clock } from "@unimatrix/service-kit";
 import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
-import { asBearer, testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
+import { asBearer, seedTenant, testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
 import pg from "pg";
 import type { CubeConfig } from "../src/config";
 import { type RunningCube, startCube } from "../src/service";
@@ -94,10 +94,13 @@ export async function startHarness(label: string, options: HarnessOptions = {}):
   };
 }
 
-/** A tenant with its admin user token. */
+/** A tenant with its admin user token (the kit's seeder, the one `npm run bootstrap` uses). */
 export async function newTenant(h: Replica, name: string) {
-  const res = await h.identity.createTenant({ name, adminDisplayName: `${name} admin` }, asBearer(OPERATOR_TOKEN));
-  return { tenantId: res.tenant?.id as string, userId: res.adminUser?.id as string, userToken: res.adminUserToken };
+  const { tenantId, userId, userToken } = await seedTenant(
+    { grpc: `127.0.0.1:${h.service.port}` },
+    { operatorToken: OPERATOR_TOKEN, tenant: name },
+  );
+  return { tenantId, userId, userToken };
 }
 
 /** A client of the user's tenant. */

@@ -1,10 +1,10 @@
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { type CubeService, RoleSectionOp } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { RoleClass } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { InvalidArgumentError, optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
-import { attachToWire, cubeToWire, droneToWire, roleToWire } from "../convert";
+import { attachToWire, cubeToWire, dronesSinceToWire, droneToWire, roleToWire } from "../convert";
 import { MANAGE } from "../rules/access";
 import { OffsetPages } from "../rules/paging";
 import { boundedBytes, enumValue, MAX_DOCUMENT_BYTES, name, shortText } from "../rules/request";
@@ -174,8 +174,7 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       if (anchor.case === "sinceTime") parsed = { time: timestampDate(anchor.value) };
       else if (anchor.case === "sinceEntryId") parsed = { entryId: requireUuid("since_entry_id", anchor.value) };
       else throw new InvalidArgumentError("anchor", "set since_time or since_entry_id");
-      const { drones, anchorTime } = await dronesSince(deps, await ctx.principal(), cubeId, parsed);
-      return { drones: drones.map(droneToWire), anchorTime: timestampFromDate(anchorTime) };
+      return dronesSinceToWire(await dronesSince(deps, await ctx.principal(), cubeId, parsed));
     },
 
     async evictDrone(request, ctx) {

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { FailedPreconditionError, InvalidArgumentError, PermissionDeniedError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { StoreAnomalyError } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../handlers/deps";
 import { ACTIVITY, ringAfterCommit } from "../live/channels";
 import { authorPrincipalId, READ, WRITE } from "../rules/access";
@@ -102,7 +103,7 @@ export async function appendEntry(
            ${input.recipientDroneIds}::uuid[], ${row.kind}
     FROM pos
     RETURNING position`;
-  if (!inserted) throw new Error(`cube ${cubeId} vanished while appending`);
+  if (!inserted) throw new StoreAnomalyError(`cube ${cubeId} vanished while appending`);
   row.position = BigInt(inserted.position);
   await ringAfterCommit(deps, [cubeId], ACTIVITY);
   return { row, state: NO_REACTIONS };

@@ -1,11 +1,12 @@
 import { randomUUID } from "node:crypto";
+import { StoreAnomalyError } from "@unimatrix/service-kit/store";
 import type { Tx } from "./prisma";
 
 /** Takes `count` positions of a cube's order; locks the cube row until commit (commit order = position order). */
 export async function takePositions(tx: Tx, cubeId: string, count: number): Promise<bigint> {
   const [row] = await tx.$queryRaw<{ head: bigint }[]>`
     UPDATE cubes SET head = head + ${count} WHERE id = ${cubeId}::uuid RETURNING head`;
-  if (!row) throw new Error(`cube ${cubeId} vanished under a held transaction`);
+  if (!row) throw new StoreAnomalyError(`cube ${cubeId} vanished under a held transaction`);
   return BigInt(row.head) - BigInt(count) + 1n;
 }
 

@@ -20,7 +20,7 @@ export interface AckResult {
 /** What ClaimEntry did: claimed now, already held by the caller, or held by another; the claim and the entry. */
 export interface ClaimResult {
   readonly outcome: "claimed" | "held" | "other";
-  readonly claim: Claim;
+  readonly claim: Claim | null;
   readonly entry: ItemRow;
 }
 
@@ -142,7 +142,8 @@ export async function claimEntry(
       const holder = await tx.claim.findUnique({ where: { entryId } });
       outcome = holder?.holderPrincipalId === key ? "held" : "other";
     }
-    const claim = (await tx.claim.findUnique({ where: { entryId } })) as Claim;
+    // Null only when the holder released it in between (READ COMMITTED): answered as no claim.
+    const claim = await tx.claim.findUnique({ where: { entryId } });
     return { outcome, claim, entry: await entryNow(tx, entry) };
   });
   if (result.outcome === "claimed") await ringAfterCommit(deps, [cubeId], ACTIVITY);
