@@ -1,3 +1,2 @@
-export { presenceEnv } from "./config";
-export { migrationsDir } from "./paths";
-export { type PresenceServiceOptions, startPresence } from "./server";
+export { type PresenceConfig, presenceEnv, readPresenceConfig } from "./config";
+export { migrationsDir, type PresenceService, type PresenceServiceOptions, startPresence } from "./service";

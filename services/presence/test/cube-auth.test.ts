@@ -4,7 +4,7 @@ import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machi
 import { startCube } from "@unimatrix/cube";
 import { createClient, type RunningService, silentLogger } from "@unimatrix/service-kit";
 import { type TestSchema, testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
-import { type PresenceService, startPresence } from "../src/server";
+import { type PresenceService, startPresence } from "../src";
 
 const OPERATOR = "umx_operator_presencecubeauth_0123456789";
 const bearer = (token: string) => ({ metadata: { authorization: `Bearer ${token}` } });

@@ -14,7 +14,7 @@ import {
   testConfig,
   testSchema,
 } from "@unimatrix/service-kit/testing";
-import { type PresenceService, type PresenceServiceOptions, startPresence } from "../src/server";
+import { type PresenceService, type PresenceServiceOptions, startPresence } from "../src";
 
 /** Fast timers for tests; time rules that matter (leases, retention) use the manual clock. */
 export const FAST = {

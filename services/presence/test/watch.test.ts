@@ -1,6 +1,6 @@
 import { status } from "@grpc/grpc-js";
 import type { WatchMachinesResponse } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import type { PresenceService } from "../src/server";
+import type { PresenceService } from "../src";
 import {
   as,
   bearer,

@@ -1,16 +1,10 @@
-import { type Bus, type BusSubscription, ResourceExhaustedError } from "@unimatrix/service-kit";
+import type { Bus, BusSubscription } from "@unimatrix/service-kit";
 import type { Logger } from "pino";
+import { PAGE } from "../rules/watch";
 import type { LogState, LogStore } from "../store/log";
 import type { PresenceEvent } from "../store/rows";
 import { parseSignal, presenceChannel } from "./signal";
-
-/** A recent event in a feed's window, with its wire size and the feed's running byte total. */
-export interface FeedEntry {
-  readonly event: PresenceEvent;
-  readonly size: number;
-  /** Bytes of every entry the feed appended, up to and including this one. */
-  readonly cum: number;
-}
+import { EventWindow } from "./window";
 
 /** A watch stream as a feed sees it. */
 export interface FeedWatcher {
@@ -24,16 +18,17 @@ export interface FeedWatcher {
   cut(): void;
 }
 
+/** Where a feed reads a tenant's log (the LogStore; an in-memory log in unit tests). */
+export type LogSource = Pick<LogStore, "page" | "state">;
+
 /** Options of a feed. */
 export interface FeedOptions {
   readonly tenantId: string;
-  readonly logs: LogStore;
+  readonly logs: LogSource;
   readonly logger: Logger;
   readonly maxLagBytes: number;
   readonly sizeOf: (event: PresenceEvent) => number;
 }
-
-const PAGE = 256;
 
 /**
  * One tenant's live log on this replica: it drains the database once per doorbell and keeps a
@@ -41,24 +36,24 @@ const PAGE = 256;
  * the window read the database themselves.
  */
 export class TenantFeed {
-  /** The window covers events with seq > base. */
-  base = 0n;
   /** The last seq read from the database. */
   cursor = 0n;
   state: LogState = { head: 0n, floor: 0n, revocations: 0n };
-  readonly ring: FeedEntry[] = [];
+  // Keep at least the allowed lag plus one page in the window, so a live watcher that is
+  // within its allowance always reads from memory.
+  window: EventWindow<PresenceEvent>;
   readonly watchers = new Set<FeedWatcher>();
-  #total = 0;
-  #ringBytes = 0;
   #draining: Promise<void> | null = null;
   #again = false;
 
-  constructor(readonly options: FeedOptions) {}
+  constructor(readonly options: FeedOptions) {
+    this.window = new EventWindow(0n, options.maxLagBytes * 2, PAGE);
+  }
 
   /** Starts at the tenant's head. */
   async init(): Promise<void> {
     this.state = await this.options.logs.state(this.options.tenantId);
-    this.base = this.state.head;
+    this.window = new EventWindow(this.state.head, this.options.maxLagBytes * 2, PAGE);
     this.cursor = this.state.head;
   }
 
@@ -82,29 +77,16 @@ export class TenantFeed {
         const changed =
           page.events.length > 0 || page.revocations !== this.state.revocations || page.floor !== this.state.floor;
         this.state = { head: page.head, floor: page.floor, revocations: page.revocations };
-        for (const event of page.events) this.#append(event);
+        for (const event of page.events) {
+          this.window.append(event, this.options.sizeOf(event));
+          this.cursor = event.seq;
+        }
         // Wake watchers page by page: under a steady stream of doorbells this loop may not
         // end for a while, and nobody should wait for it to. Nothing new: nobody is woken.
         if (changed) this.#notify();
         if (page.events.length < PAGE) break;
       }
     } while (this.#again);
-  }
-
-  #append(event: PresenceEvent): void {
-    const size = this.options.sizeOf(event);
-    this.#total += size;
-    this.#ringBytes += size;
-    this.ring.push({ event, size, cum: this.#total });
-    this.cursor = event.seq;
-    // Keep at least the allowed lag plus one page in the window, so a live watcher that is
-    // within its allowance always reads from memory.
-    const keep = this.options.maxLagBytes * 2;
-    while (this.#ringBytes > keep && this.ring.length > PAGE) {
-      const dropped = this.ring.shift() as FeedEntry;
-      this.#ringBytes -= dropped.size;
-      this.base = dropped.event.seq;
-    }
   }
 
   #notify(): void {
@@ -116,47 +98,27 @@ export class TenantFeed {
 
   /** Bytes of windowed events after `cursor`; infinite when the window no longer covers it. */
   lagOf(cursor: bigint): number {
-    if (cursor < this.base) return Number.POSITIVE_INFINITY;
-    let lo = 0;
-    let hi = this.ring.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if ((this.ring[mid] as FeedEntry).event.seq <= cursor) lo = mid + 1;
-      else hi = mid;
-    }
-    if (lo === this.ring.length) return 0;
-    const first = this.ring[lo] as FeedEntry;
-    return this.#total - (first.cum - first.size);
+    return this.window.lagOf(cursor);
   }
 
   /** Windowed events after `cursor` (at most `limit`), or null when the window does not cover it. */
   after(cursor: bigint, limit = PAGE): PresenceEvent[] | null {
-    if (cursor < this.base) return null;
-    const out: PresenceEvent[] = [];
-    for (let i = this.ring.length - 1; i >= 0; i--) {
-      const entry = this.ring[i] as FeedEntry;
-      if (entry.event.seq <= cursor) break;
-      out.push(entry.event);
-    }
-    out.reverse();
-    return out.slice(0, limit);
+    return this.window.after(cursor, limit);
   }
 }
 
 /** Options of the watch hub. */
 export interface WatchHubOptions {
   readonly bus: Bus;
-  readonly logs: LogStore;
+  readonly logs: LogSource;
   readonly logger: Logger;
   readonly maxLagBytes: number;
-  readonly maxStreams: number;
   readonly sizeOf: (event: PresenceEvent) => number;
 }
 
-/** The feeds of this replica (one per watched tenant) and the open-stream counts per credential. */
+/** The feeds of this replica: one per watched tenant, subscribed to its doorbell while used. */
 export class WatchHub {
   readonly #feeds = new Map<string, { feed: Promise<TenantFeed>; refs: number; sub: Promise<BusSubscription> }>();
-  readonly #streams = new Map<string, number>();
   readonly #unsubscribeReconnect: () => void;
 
   constructor(private readonly options: WatchHubOptions) {
@@ -164,25 +126,6 @@ export class WatchHub {
     this.#unsubscribeReconnect = options.bus.onReconnect(() => {
       for (const entry of this.#feeds.values()) void entry.feed.then((feed) => feed.poke()).catch(() => {});
     });
-  }
-
-  /** Takes one of a credential's stream slots; RESOURCE_EXHAUSTED when all are taken. */
-  reserveStream(key: string): () => void {
-    const open = this.#streams.get(key) ?? 0;
-    if (open >= this.options.maxStreams) {
-      throw new ResourceExhaustedError(
-        `this credential already has ${this.options.maxStreams} open WatchMachines streams; close one first`,
-      );
-    }
-    this.#streams.set(key, open + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const now = (this.#streams.get(key) ?? 1) - 1;
-      if (now <= 0) this.#streams.delete(key);
-      else this.#streams.set(key, now);
-    };
   }
 
   /** The tenant's feed, created (and subscribed to the bus) on first use. */
@@ -229,6 +172,7 @@ export class WatchHub {
     }
   }
 
+  /** Stops healing feeds on bus reconnects. */
   close(): void {
     this.#unsubscribeReconnect();
   }

@@ -7,8 +7,8 @@ import {
   sha256,
   verifySecret,
 } from "@unimatrix/service-kit";
-import type { PrismaClient } from "../generated/prisma/client";
-import type { MachineRecord, PresenceEvent } from "./rows";
+import type { PrismaClient } from "../../generated/prisma/client";
+import type { ListPosition, MachineRecord, PresenceEvent } from "./rows";
 import { lockPresence, writeTransition } from "./transitions";
 
 interface MachineRow {
@@ -31,12 +31,6 @@ function recordOf(row: MachineRow): MachineRecord {
     createdAt: row.created_at,
     revokedAt: row.revoked_at,
   };
-}
-
-/** A position in the by-name listing. */
-export interface ListPosition {
-  readonly name: string;
-  readonly id: string;
 }
 
 /** What revoking changed. */

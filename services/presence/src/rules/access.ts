@@ -32,6 +32,12 @@ export function requireTenant(principal: Principal, kinds: readonly TenantPrinci
   return principal as TenantPrincipal;
 }
 
+/** The caller of a link: a machine principal (its own link), else PERMISSION_DENIED. */
+export function requireMachine(principal: Principal): TenantPrincipal {
+  if (principal.kind !== "machine") throw new PermissionDeniedError("only a machine principal may open its link");
+  return { kind: "machine", subjectId: principal.subjectId, tenantId: principal.tenantId };
+}
+
 /** A canonical lowercase UUID from a request field, or INVALID_ARGUMENT naming it. */
 export function requireUuid(field: string, value: string): string {
   if (value === "") throw new InvalidArgumentError(field, "is required");

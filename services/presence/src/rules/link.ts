@@ -1,0 +1,30 @@
+import type { LinkRequest } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import { InvalidArgumentError } from "@unimatrix/service-kit";
+
+/** The first message of a link: a `hello` whose fields fit; INVALID_ARGUMENT naming the field otherwise. */
+export function validateHello(message: LinkRequest): void {
+  if (message.event.case !== "hello") {
+    throw new InvalidArgumentError("hello", "must be the first message of a link");
+  }
+  const hello = message.event.value;
+  if ([...hello.agentVersion].length > 100) {
+    throw new InvalidArgumentError("hello.agent_version", "must be at most 100 characters");
+  }
+  if ([...hello.hostname].length > 255)
+    throw new InvalidArgumentError("hello.hostname", "must be at most 255 characters");
+}
+
+/** A later message of a link: `hello` again is INVALID_ARGUMENT naming `hello`. */
+export function validateLater(message: LinkRequest): void {
+  if (message.event.case === "hello") throw new InvalidArgumentError("hello", "must be sent only once");
+}
+
+/** Whether a link silent since `lastHeard` (ms) missed 3 heartbeats at `now` (ms). */
+export function heartbeatMissed(lastHeard: number, now: number, heartbeatMs: number): boolean {
+  return now - lastHeard > 3 * heartbeatMs;
+}
+
+/** The heartbeat interval announced to the daemon, whole seconds (at least 1). */
+export function heartbeatSeconds(heartbeatMs: number): number {
+  return Math.max(1, Math.round(heartbeatMs / 1000));
+}
