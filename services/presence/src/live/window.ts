@@ -12,8 +12,9 @@ interface Entry<T> {
 
 /**
  * The recent items of a feed with their wire sizes, in sequence order: answers "what comes after
- * cursor N" from memory and "how many bytes is a reader at N behind". Keeps at least `keepBytes`
- * (and at least `minItems` items), so a reader within its lag allowance always reads from here.
+ * cursor N" from memory and "how many bytes is a reader at N behind". Holds up to `keepBytes`
+ * (more only to keep `minItems` items): sized at twice the lag allowance plus a page, a reader
+ * within its allowance always reads from here.
  * Pure (no I/O, no clock).
  */
 export class EventWindow<T extends Sequenced> {
