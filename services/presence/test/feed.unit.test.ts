@@ -90,7 +90,7 @@ describe("TenantFeed lag cut-off (1 MiB budget)", () => {
     const feed = new TenantFeed({
       tenantId: TENANT,
       logs: log,
-      logger: silentLogger,
+      logger: silentLogger(),
       maxLagBytes: MIB,
       sizeOf: () => size,
     });
