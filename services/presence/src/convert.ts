@@ -7,7 +7,7 @@ import {
   type WatchMachinesResponseSchema,
 } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import type { MachineSchema } from "@unimatrix/contracts/unimatrix/presence/v1/types_pb";
-import { encodeOnce } from "@unimatrix/service-kit";
+import { encodeOnce } from "@unimatrix/service-kit/grpc";
 import type { SnapshotItem } from "./store/log";
 import type { MachineRecord, PresenceEvent } from "./store/rows";
 

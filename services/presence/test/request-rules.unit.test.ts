@@ -1,10 +1,18 @@
 import { create } from "@bufbuild/protobuf";
 import { status } from "@grpc/grpc-js";
 import { LinkRequestSchema } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import { DomainError, issueToken, type Principal } from "@unimatrix/service-kit";
-import { requireMachine, requireTenant, requireUuid } from "../src/rules/access";
+import { DomainError, PageTokens, pageSize, requireUuid } from "@unimatrix/service-kit";
+import { issueToken, type Principal } from "@unimatrix/service-kit/auth";
+import { requireMachine, requireTenant } from "../src/rules/access";
 import { heartbeatMissed, heartbeatSeconds, validateHello, validateLater } from "../src/rules/link";
-import { decodePosition, encodePosition, pageSizeOf, requireMachineToken, validateName } from "../src/rules/machines";
+import {
+  LIST_PAGE,
+  listBinding,
+  positionOf,
+  positionValue,
+  requireMachineToken,
+  validateName,
+} from "../src/rules/machines";
 
 const TENANT = "00000000-0000-4000-8000-000000000001";
 const ID = "00000000-0000-4000-8000-000000000002";
@@ -64,22 +72,41 @@ describe("request fields", () => {
   });
 
   test("page size: 0 → 50, capped at 500, negative refused", () => {
-    expect(pageSizeOf(0)).toBe(50);
-    expect(pageSizeOf(1)).toBe(1);
-    expect(pageSizeOf(500)).toBe(500);
-    expect(pageSizeOf(501)).toBe(500);
-    expect(failure(() => pageSizeOf(-1)).message).toMatch(/^page_size: /);
+    expect(pageSize("page_size", 0, LIST_PAGE)).toBe(50);
+    expect(pageSize("page_size", 1, LIST_PAGE)).toBe(1);
+    expect(pageSize("page_size", 500, LIST_PAGE)).toBe(500);
+    expect(pageSize("page_size", 501, LIST_PAGE)).toBe(500);
+    expect(failure(() => pageSize("page_size", -1, LIST_PAGE)).message).toMatch(/^page_size: /);
   });
 
-  test("page tokens round-trip a position; anything else is INVALID_ARGUMENT naming page_token", () => {
-    expect(decodePosition("")).toBeNull();
-    const position = { name: "alpha", id: ID };
-    expect(decodePosition(encodePosition(position))).toEqual(position);
-    const foreign = Buffer.from(JSON.stringify({ n: "a", i: "not-a-uuid" })).toString("base64url");
-    for (const bad of ["garbage!", "e30", foreign, Buffer.from("[1]").toString("base64url")]) {
-      const error = failure(() => decodePosition(bad));
+  test("page tokens are sealed to the caller and the include_revoked filter", () => {
+    const tokens = new PageTokens("test-internal-key-0123456789abcdef0123456789", "presence.ListMachines");
+    const user: Principal = { kind: "user", subjectId: ID, tenantId: TENANT };
+    const position = { name: "alpha", id: "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b" };
+    const binding = listBinding(user, false);
+    const token = tokens.seal(positionValue(position), binding);
+    expect(positionOf(tokens.open(token, binding))).toEqual(position);
+    expect(positionOf(tokens.open("", binding))).toBeNull();
+    // The old readable format, garbage, a tampered token, another caller's, other filters: all refused.
+    const readable = Buffer.from(JSON.stringify(positionValue(position))).toString("base64url");
+    const other: Principal = { kind: "client", subjectId: ID, tenantId: TENANT };
+    const tampered = `${Buffer.from(JSON.stringify({ n: "zzz", i: position.id })).toString("base64url")}.${token.split(".")[1]}`;
+    for (const open of [
+      () => tokens.open(readable, binding),
+      () => tokens.open("garbage!", binding),
+      () => tokens.open(tampered, binding),
+      () => tokens.open(token, listBinding(other, false)),
+      () => tokens.open(token, listBinding(user, true)),
+    ]) {
+      const error = failure(open);
       expect(error.code).toBe(status.INVALID_ARGUMENT);
       expect(error.message).toMatch(/^page_token: /);
+    }
+  });
+
+  test("an opened token must hold a listing position", () => {
+    for (const bad of [{}, { n: "a" }, { n: "a", i: "not-a-uuid" }, { n: 1, i: ID }, "x", [1]]) {
+      expect(failure(() => positionOf(bad)).message).toMatch(/^page_token: /);
     }
   });
 

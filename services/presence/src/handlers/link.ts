@@ -1,5 +1,5 @@
 import type { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import type { ServiceImpl } from "@unimatrix/service-kit";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { type LinkDeps, linkStream } from "../live/link-stream";
 import { requireMachine } from "../rules/access";
 

@@ -1,13 +1,22 @@
 import { LinkCloseReason } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import type { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { type Bus, type Clock, type ServiceImpl, UnauthenticatedError } from "@unimatrix/service-kit";
+import { type Clock, type PageTokens, pageSize, requireUuid, UnauthenticatedError } from "@unimatrix/service-kit";
+import type { Bus } from "@unimatrix/service-kit/bus";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import type { Logger } from "pino";
 import { machineMessage, machinePrincipal } from "../convert";
 import type { LinkRegistry } from "../live/links";
 import { publishSignal } from "../live/signal";
 import { type WatchDeps, watchStream } from "../live/watch";
-import { requireTenant, requireUuid } from "../rules/access";
-import { decodePosition, encodePosition, pageSizeOf, requireMachineToken, validateName } from "../rules/machines";
+import { requireTenant } from "../rules/access";
+import {
+  LIST_PAGE,
+  listBinding,
+  positionOf,
+  positionValue,
+  requireMachineToken,
+  validateName,
+} from "../rules/machines";
 import { parseCursor } from "../rules/watch";
 import type { MachineStore } from "../store/machines";
 
@@ -18,6 +27,8 @@ export interface MachineHandlerDeps {
   readonly bus: Bus;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** ListMachines' sealed page tokens. */
+  readonly pageTokens: PageTokens;
   /** What WatchMachines streams need. */
   readonly watch: WatchDeps;
 }
@@ -35,8 +46,9 @@ export function machineHandlers(deps: MachineHandlerDeps): ServiceImpl<typeof Ma
 
     async listMachines(request, ctx) {
       const principal = requireTenant(await ctx.principal(), ["user", "client", "machine"]);
-      const limit = pageSizeOf(request.pageSize);
-      const after = decodePosition(request.pageToken);
+      const limit = pageSize("page_size", request.pageSize, LIST_PAGE);
+      const binding = listBinding(principal, request.includeRevoked);
+      const after = positionOf(deps.pageTokens.open(request.pageToken, binding));
       const rows = await machines.list(principal.tenantId, {
         includeRevoked: request.includeRevoked,
         limit: limit + 1,
@@ -46,7 +58,7 @@ export function machineHandlers(deps: MachineHandlerDeps): ServiceImpl<typeof Ma
       const last = page[page.length - 1];
       return {
         machines: page.map(machineMessage),
-        nextPageToken: rows.length > limit && last ? encodePosition({ name: last.name, id: last.id }) : "",
+        nextPageToken: rows.length > limit && last ? deps.pageTokens.seal(positionValue(last), binding) : "",
       };
     },
 

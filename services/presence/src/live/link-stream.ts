@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { LinkCloseReason, type LinkRequest } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import { type CallContext, type Clock, InvalidArgumentError } from "@unimatrix/service-kit";
+import { type Clock, InvalidArgumentError } from "@unimatrix/service-kit";
+import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
 import { closedResponse as closed, type LinkResponse, linkedResponse, linkHeartbeat } from "../convert";
 import type { TenantPrincipal } from "../rules/access";
 import { heartbeatMissed, heartbeatSeconds, validateHello, validateLater } from "../rules/link";
@@ -87,7 +88,13 @@ export async function* linkStream(
           yield closed(item.reason);
           return;
         case "abort":
-          if (deps.registry.stopping) yield closed(LinkCloseReason.SHUTDOWN);
+          // The server is stopping (the kit's typed ShutdownReason): say goodbye and keep the
+          // ownership row, so the daemon reconnects elsewhere within the lease without a flap.
+          // A killed replica (tests) says nothing.
+          if (isShutdown(ctx.signal) && !deps.registry.dead) {
+            deps.registry.stopping = true;
+            yield closed(LinkCloseReason.SHUTDOWN);
+          }
           return;
         default:
           return;

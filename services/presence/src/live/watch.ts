@@ -1,10 +1,7 @@
-import {
-  type CallContext,
-  type Principal,
-  parseToken,
-  ResourceExhaustedError,
-  UnauthenticatedError,
-} from "@unimatrix/service-kit";
+import { ResourceExhaustedError, UnauthenticatedError } from "@unimatrix/service-kit";
+import { credentialKey, type Principal, parseToken } from "@unimatrix/service-kit/auth";
+import { type Feed, FeedQueue, StreamLimiter } from "@unimatrix/service-kit/bus";
+import type { CallContext } from "@unimatrix/service-kit/grpc";
 import {
   accessRevokedEvent,
   readyEvent,
@@ -13,19 +10,17 @@ import {
   type WatchEvent,
   watchHeartbeat,
 } from "../convert";
-import { credentialKey, rawBearer, type TenantPrincipal } from "../rules/access";
+import { rawBearer, type TenantPrincipal } from "../rules/access";
 import { PAGE, watchStart } from "../rules/watch";
 import type { LogStore } from "../store/log";
 import type { MachineStore } from "../store/machines";
-import type { PresenceEvent } from "../store/rows";
-import type { TenantFeed, WatchHub } from "./feed";
-import type { StreamLimiter } from "./limiter";
-import { Mailbox } from "./mailbox";
+import { type FeedCursor, itemSize, type WatchItem } from "./feed";
 
 /** What WatchMachines needs. */
 export interface WatchDeps {
-  readonly hub: WatchHub;
-  /** Open WatchMachines streams per credential. */
+  /** This replica's feed of tenant logs (kit Feed over the presence source). */
+  readonly feed: Feed<FeedCursor, WatchItem>;
+  /** Open WatchMachines streams per credential (kit StreamLimiter, keyed by `credentialKey`). */
   readonly limiter: StreamLimiter;
   readonly logs: LogStore;
   readonly machines: MachineStore;
@@ -35,8 +30,6 @@ export interface WatchDeps {
   readonly resolveForeign?: (raw: string) => Promise<Principal | null>;
   readonly now: () => Date;
 }
-
-type Wake = "wake" | "tick" | "abort" | "cut";
 
 /** How a stream re-checks that its credential still authenticates; true while it does. */
 function credentialCheck(principal: TenantPrincipal, ctx: CallContext, deps: WatchDeps) {
@@ -52,6 +45,23 @@ function credentialCheck(principal: TenantPrincipal, ctx: CallContext, deps: Wat
   return { onDrain: false, check: async () => true };
 }
 
+/** The per-credential cap on open WatchMachines streams (per replica), keyed by the kit's `credentialKey`. */
+export function watchStreamLimiter(max: number): StreamLimiter {
+  return new StreamLimiter({ max, what: "WatchMachines streams" });
+}
+
+/** A watcher's queue on the feed; a cut also aborts the call, so a write waiting on a stalled consumer gives up. */
+class WatchQueue extends FeedQueue<WatchItem> {
+  constructor(private readonly onCut: () => void) {
+    super({ sizeOf: itemSize });
+  }
+
+  override cut(): void {
+    super.cut();
+    this.onCut();
+  }
+}
+
 /**
  * The body of one WatchMachines stream for a checked caller and cursor: snapshot or replay,
  * ready, then live transitions with heartbeats, until the caller leaves, lags or is revoked.
@@ -64,123 +74,82 @@ export async function* watchStream(
 ): AsyncGenerator<WatchEvent> {
   const credential = credentialCheck(principal, ctx, deps);
   if (!(await credential.check())) throw new UnauthenticatedError("credential revoked");
-  const release = deps.limiter.reserve(credentialKey(principal, ctx.metadata));
+  const release = await deps.limiter.acquire(credentialKey(principal));
   const tenantId = principal.tenantId;
-  const mailbox = new Mailbox<Wake>();
-  let feed: TenantFeed | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  const onAbort = () => mailbox.push("abort");
-  const state = { cursor: 0n, live: false, cut: false, wakeQueued: false };
-  const watcher = {
-    get cursor() {
-      return state.cursor;
-    },
-    get live() {
-      return state.live;
-    },
-    // One queued wake is enough: the drain it causes reads everything there is.
-    wake: () => {
-      if (state.wakeQueued) return;
-      state.wakeQueued = true;
-      mailbox.push("wake");
-    },
-    cut: () => {
-      if (state.cut) return;
-      state.cut = true;
-      mailbox.push("cut");
-      // A consumer that stopped reading keeps the writer waiting: wake it so the stream can end.
-      ctx.abort(new Error("watcher too far behind"));
-    },
-  };
+  const queue = new WatchQueue(() => ctx.abort(new Error("watcher too far behind")));
   const tooSlow = () =>
     new ResourceExhaustedError(
       `consumer is more than ${deps.maxLagBytes} bytes behind; reconnect with the last cursor`,
     );
+  let ticks = 0;
+  let timer: NodeJS.Timeout | undefined;
   try {
-    feed = await deps.hub.acquire(tenantId);
-    feed.watchers.add(watcher);
-    ctx.signal.addEventListener("abort", onAbort, { once: true });
-    timer = setInterval(() => mailbox.push("tick"), deps.heartbeatMs);
-    let revocations: bigint;
-    let target: bigint;
+    // Attached first: from here on the feed queues every event after its cursor, and the
+    // database reads below cover everything up to (at least) that cursor.
+    await deps.feed.attach(tenantId, queue);
+    timer = setInterval(() => {
+      ticks += 1;
+      queue.poke();
+    }, deps.heartbeatMs);
 
     // 1. Where to start: a snapshot, or the given cursor if it can be resumed.
+    let cursor: bigint;
+    let revocations: bigint;
     const resumable = after !== null ? await deps.logs.state(tenantId) : null;
     const start = watchStart(after, resumable ?? { floor: 0n, head: 0n });
     if (!start.snapshot && resumable) {
-      state.cursor = start.cursor;
-      target = resumable.head;
+      cursor = start.cursor;
       revocations = resumable.revocations;
     } else {
       const snapshot = await deps.logs.snapshot(tenantId);
       yield snapshotEvent(snapshot.head, start.snapshot && start.reset, snapshot.items);
-      state.cursor = snapshot.head;
-      target = snapshot.head;
+      cursor = snapshot.head;
       revocations = snapshot.revocations;
     }
-    // The window must hold what was committed before this call, so ready follows all of it.
-    if (feed.cursor < target) await feed.poke();
 
-    // 2. Backlog in sequence order, in pages; then ready.
-    const next = async (): Promise<PresenceEvent[]> => {
-      const windowed = feed?.after(state.cursor, PAGE);
-      if (windowed) return windowed;
-      const page = await deps.logs.page(tenantId, state.cursor, PAGE);
-      return page.events;
-    };
+    // 2. Backlog from the database in sequence order, in pages, up to what is committed now; then ready.
     for (;;) {
-      const events = await next();
-      for (const event of events) {
+      const page = await deps.logs.page(tenantId, cursor, PAGE);
+      for (const event of page.events) {
+        if (queue.isCut) throw tooSlow();
         yield transitionEvent(event);
-        state.cursor = event.seq;
+        cursor = event.seq;
       }
-      if (events.length < PAGE) break;
+      if (page.events.length < PAGE) break;
     }
-    yield readyEvent(state.cursor);
-    state.live = true;
-    void feed.poke().catch(() => {});
+    yield readyEvent(cursor);
 
-    // 3. Live: drain on every doorbell, heartbeat on every tick.
+    // 3. Live: what the feed pushed (events already sent are skipped), a heartbeat on every tick.
     for (;;) {
-      if (state.cut) throw tooSlow();
-      const wake = await mailbox.take();
-      if (wake === "wake") state.wakeQueued = false;
-      if (state.cut || wake === "cut") throw tooSlow();
-      if (wake === "abort") return;
-      let recheck = false;
-      if (wake === "tick") {
-        recheck = true;
-        void feed.poke().catch(() => {});
-      }
-      if (feed.state.revocations !== revocations) {
-        revocations = feed.state.revocations;
+      if (queue.isCut) throw tooSlow();
+      await queue.wait(ctx.signal);
+      if (queue.isCut) throw tooSlow();
+      if (ctx.signal.aborted) return;
+      const items = queue.take();
+      queue.notices(); // every well-formed doorbell is news: notices carry nothing to act on
+      const tick = ticks > 0;
+      ticks = 0;
+      let recheck = tick;
+      for (const item of items) {
+        if (item.kind !== "revocations" || item.revocations === revocations) continue;
+        revocations = item.revocations;
         recheck ||= credential.onDrain;
       }
       if (recheck && !(await credential.check())) {
         yield accessRevokedEvent();
         return;
       }
-      if (wake === "tick") {
-        yield watchHeartbeat(deps.now());
-        continue;
-      }
-      for (;;) {
-        const events = await next();
-        for (const event of events) {
-          if (state.cut) throw tooSlow();
-          yield transitionEvent(event);
-          state.cursor = event.seq;
-        }
-        if (events.length < PAGE) break;
+      if (tick) yield watchHeartbeat(deps.now());
+      for (const item of items) {
+        if (item.kind !== "event" || item.event.seq <= cursor) continue;
+        if (queue.isCut) throw tooSlow();
+        yield item.message;
+        cursor = item.event.seq;
       }
     }
   } finally {
     clearInterval(timer);
-    ctx.signal.removeEventListener("abort", onAbort);
-    if (feed) {
-      feed.watchers.delete(watcher);
-      await deps.hub.release(tenantId);
-    }
+    deps.feed.detach(tenantId, queue);
     release();
   }
 }

@@ -1,11 +1,6 @@
-import {
-  bearerToken,
-  type CallContext,
-  InvalidArgumentError,
-  PermissionDeniedError,
-  type Principal,
-  parseToken,
-} from "@unimatrix/service-kit";
+import { PermissionDeniedError } from "@unimatrix/service-kit";
+import { bearerToken, PRINCIPAL_HEADER, type Principal } from "@unimatrix/service-kit/auth";
+import type { CallContext } from "@unimatrix/service-kit/grpc";
 
 type Metadata = CallContext["metadata"];
 
@@ -15,8 +10,6 @@ export interface TenantPrincipal {
   readonly subjectId: string;
   readonly tenantId: string;
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
  * The principal if it is one of `kinds`; operators (no tenant) and every other kind get
@@ -38,26 +31,8 @@ export function requireMachine(principal: Principal): TenantPrincipal {
   return { kind: "machine", subjectId: principal.subjectId, tenantId: principal.tenantId };
 }
 
-/** A canonical lowercase UUID from a request field, or INVALID_ARGUMENT naming it. */
-export function requireUuid(field: string, value: string): string {
-  if (value === "") throw new InvalidArgumentError(field, "is required");
-  if (!UUID.test(value)) throw new InvalidArgumentError(field, "must be a canonical lowercase UUID");
-  return value;
-}
-
-/**
- * The credential a call is made with, for per-credential limits: the bearer token's lookup part,
- * or for a signed principal its kind and subject.
- */
-export function credentialKey(principal: Principal, metadata: Metadata): string {
-  const raw = bearerToken(metadata.get("authorization")[0]?.toString());
-  const parsed = raw ? parseToken(raw) : null;
-  if (parsed && !metadata.get("x-umx-principal").length) return `${parsed.kind}:${parsed.lookup}`;
-  return `${principal.kind}:${principal.subjectId}`;
-}
-
-/** The raw bearer token of a call, if it carries one (and no signed principal). */
+/** The raw bearer token of a call, if it carries one (and no signed principal): what a watch re-resolves. */
 export function rawBearer(metadata: Metadata): string | null {
-  if (metadata.get("x-umx-principal").length) return null;
+  if (metadata.get(PRINCIPAL_HEADER).length) return null;
   return bearerToken(metadata.get("authorization")[0]?.toString());
 }

@@ -1,44 +1,43 @@
-import { InvalidArgumentError, type ParsedToken, parseToken, UnauthenticatedError } from "@unimatrix/service-kit";
+import {
+  InvalidArgumentError,
+  isUuid,
+  type PageBinding,
+  type PageSizeRule,
+  requireText,
+  UnauthenticatedError,
+} from "@unimatrix/service-kit";
+import { credentialKey, type ParsedToken, type Principal, parseToken } from "@unimatrix/service-kit/auth";
 import type { ListPosition } from "../store/rows";
-import { requireUuid } from "./access";
 
-const CONTROL = /\p{Cc}/u;
+/** ListMachines' page sizes: 0 → 50, at most 500. */
+export const LIST_PAGE: PageSizeRule = { default: 50, max: 500 };
 
-/** Largest ListMachines page; `page_size` 0 means the default. */
-export const PAGE_SIZE = { default: 50, max: 500 } as const;
+/** Longest machine name, in characters. */
+const NAME_CHARS = 200;
 
-/** A machine name: 1-200 characters, no control characters, not blank. */
+/** A machine name: 1-200 characters, one line, no control characters, not blank (the kit's text rule plus a character cap). */
 export function validateName(name: string): string {
-  const length = [...name].length;
-  if (length === 0 || name.trim() === "") throw new InvalidArgumentError("name", "is required");
-  if (length > 200) throw new InvalidArgumentError("name", "must be at most 200 characters");
-  if (CONTROL.test(name)) throw new InvalidArgumentError("name", "must not contain control characters");
+  requireText("name", name, { maxBytes: NAME_CHARS * 4, multiline: false });
+  if ([...name].length > NAME_CHARS) throw new InvalidArgumentError("name", `must be at most ${NAME_CHARS} characters`);
   return name;
 }
 
-/** ListMachines' page size: 0 → 50, capped at 500, negative → INVALID_ARGUMENT naming `page_size`. */
-export function pageSizeOf(value: number): number {
-  if (value < 0) throw new InvalidArgumentError("page_size", "must not be negative");
-  if (value === 0) return PAGE_SIZE.default;
-  return Math.min(value, PAGE_SIZE.max);
+/** What a ListMachines page token is bound to: the caller's credential and the include_revoked filter. */
+export function listBinding(principal: Principal, includeRevoked: boolean): PageBinding {
+  return { caller: credentialKey(principal), filter: { includeRevoked } };
 }
 
-/** The page token that continues a listing after `position`. */
-export function encodePosition(position: ListPosition): string {
-  return Buffer.from(JSON.stringify({ n: position.name, i: position.id })).toString("base64url");
+/** The sealed form of a listing position (what PageTokens seals). */
+export function positionValue(position: ListPosition): { n: string; i: string } {
+  return { n: position.name, i: position.id };
 }
 
-/** The position a page token continues from; null for none; INVALID_ARGUMENT naming `page_token` when it is not ours. */
-export function decodePosition(token: string): ListPosition | null {
-  if (token === "") return null;
-  try {
-    const value = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as { n?: unknown; i?: unknown };
-    if (typeof value.n === "string" && typeof value.i === "string") {
-      requireUuid("page_token", value.i);
-      return { name: value.n, id: value.i };
-    }
-  } catch {
-    // fall through
+/** The listing position an opened page token holds; INVALID_ARGUMENT naming `page_token` if it is not one. */
+export function positionOf(value: unknown): ListPosition | null {
+  if (value === null) return null;
+  const v = value as { n?: unknown; i?: unknown };
+  if (typeof v === "object" && typeof v.n === "string" && typeof v.i === "string" && isUuid(v.i)) {
+    return { name: v.n, id: v.i };
   }
   throw new InvalidArgumentError("page_token", "is not a token from a previous ListMachines response");
 }
