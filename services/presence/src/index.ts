@@ -1,2 +1,9 @@
 export { type PresenceConfig, presenceEnv, readPresenceConfig } from "./config";
-export { migrationsDir, type PresenceService, type PresenceServiceOptions, startPresence } from "./service";
+export {
+  migrationsDir,
+  type PresenceExtra,
+  type PresenceService,
+  type PresenceServiceOptions,
+  presenceService,
+  startPresence,
+} from "./service";
