@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
@@ -26,13 +25,8 @@ import { LogStore } from "./store/log";
 import { MachineStore } from "./store/machines";
 import { TransitionStore } from "./store/transitions";
 
-/** The nearest folder at or above `dir` holding a package.json (this package's root, from src/ or dist/src/). */
-function packageRoot(dir: string): string {
-  return existsSync(join(dir, "package.json")) || dirname(dir) === dir ? dir : packageRoot(dirname(dir));
-}
-
-/** The service's SQL migrations (Prisma layout), found from src/ and dist/src/ alike. */
-export const migrationsDir = join(packageRoot(__dirname), "prisma", "migrations");
+/** The service's SQL migrations (Prisma layout), found from src/ and dist/ alike. */
+export const migrationsDir = join(__dirname, "..", "prisma", "migrations");
 
 /** gRPC status code UNAUTHENTICATED (16). */
 const GRPC_UNAUTHENTICATED = 16;
