@@ -130,6 +130,9 @@ describe("link rules", () => {
     expect(failure(() => validateHello(heartbeat)).message).toMatch(/^hello: /);
     expect(failure(() => validateHello(hello("v".repeat(101), "h"))).message).toMatch(/^hello.agent_version: /);
     expect(failure(() => validateHello(hello("v", "h".repeat(256)))).message).toMatch(/^hello.hostname: /);
+    expect(() => validateHello(hello("", ""))).not.toThrow();
+    expect(failure(() => validateHello(hello("v\u0000", "h"))).message).toMatch(/^hello.agent_version: /);
+    expect(failure(() => validateHello(hello("v", "host\nname"))).message).toMatch(/^hello.hostname: /);
     expect(() => validateLater(heartbeat)).not.toThrow();
     expect(failure(() => validateLater(hello("v", "h"))).message).toMatch(/^hello: /);
   });
