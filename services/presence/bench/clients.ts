@@ -7,7 +7,8 @@ import {
   MachineService,
   type WatchMachinesResponse,
 } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { attachPrincipal, createClient } from "@unimatrix/service-kit";
+import { attachPrincipal } from "@unimatrix/service-kit/auth";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import { TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
 
 const job = JSON.parse(process.env.BENCH_JOB ?? "{}") as {

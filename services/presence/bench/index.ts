@@ -13,7 +13,8 @@ import {
   WatchMachinesResponseSchema,
 } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import { startPresence } from "@unimatrix/presence";
-import { attachPrincipal, createClient, issueToken, type Principal } from "@unimatrix/service-kit";
+import { attachPrincipal, issueToken, type Principal } from "@unimatrix/service-kit/auth";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import {
   TEST_DATABASE_URL,
   TEST_INTERNAL_KEY,

@@ -1,3 +1,9 @@
-export { presenceEnv } from "./config";
-export { migrationsDir } from "./paths";
-export { type PresenceServiceOptions, startPresence } from "./server";
+export { type PresenceConfig, presenceEnv, readPresenceConfig } from "./config";
+export {
+  migrationsDir,
+  type PresenceExtra,
+  type PresenceService,
+  type PresenceServiceOptions,
+  presenceService,
+  startPresence,
+} from "./service";

@@ -2,12 +2,12 @@ import { status } from "@grpc/grpc-js";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import { startCube } from "@unimatrix/cube";
-import { createClient, type RunningService, silentLogger } from "@unimatrix/service-kit";
-import { type TestSchema, testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
-import { type PresenceService, startPresence } from "../src/server";
+import { type RunningService, silentLogger } from "@unimatrix/service-kit";
+import { createClient } from "@unimatrix/service-kit/grpc";
+import { asBearer, type TestSchema, testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
+import { type PresenceService, startPresence } from "../src";
 
 const OPERATOR = "umx_operator_presencecubeauth_0123456789";
-const bearer = (token: string) => ({ metadata: { authorization: `Bearer ${token}` } });
 
 describe("presence resolves user and client tokens through cube's Authenticate", () => {
   const schemas: TestSchema[] = [testSchema("pcauth_cube"), testSchema("pcauth_presence")];
@@ -35,22 +35,22 @@ describe("presence resolves user and client tokens through cube's Authenticate",
     const identity = createClient(IdentityService, `127.0.0.1:${cube.port}`);
     const machines = createClient(MachineService, `127.0.0.1:${presence.port}`);
     try {
-      const tenant = await identity.createTenant({ name: "acme", adminDisplayName: "admin" }, bearer(OPERATOR));
-      const other = await identity.createTenant({ name: "globex", adminDisplayName: "admin" }, bearer(OPERATOR));
-      const client = await identity.issueClient({ name: "daemon-admin" }, bearer(tenant.adminUserToken));
+      const tenant = await identity.createTenant({ name: "acme", adminDisplayName: "admin" }, asBearer(OPERATOR));
+      const other = await identity.createTenant({ name: "globex", adminDisplayName: "admin" }, asBearer(OPERATOR));
+      const client = await identity.issueClient({ name: "daemon-admin" }, asBearer(tenant.adminUserToken));
 
-      const registered = await machines.registerMachine({ name: "build-01" }, bearer(tenant.adminUserToken));
+      const registered = await machines.registerMachine({ name: "build-01" }, asBearer(tenant.adminUserToken));
       expect(registered.machine?.tenantId).toBe(tenant.tenant?.id);
-      const listed = await machines.listMachines({}, bearer(client.token));
+      const listed = await machines.listMachines({}, asBearer(client.token));
       expect(listed.machines.map((m) => m.name)).toEqual(["build-01"]);
-      const foreign = await machines.listMachines({}, bearer(other.adminUserToken));
+      const foreign = await machines.listMachines({}, asBearer(other.adminUserToken));
       expect(foreign.machines).toEqual([]);
 
-      await identity.revokeClient({ clientId: client.client!.id }, bearer(tenant.adminUserToken));
-      await expect(machines.listMachines({}, bearer(client.token))).rejects.toMatchObject({
+      await identity.revokeClient({ clientId: client.client!.id }, asBearer(tenant.adminUserToken));
+      await expect(machines.listMachines({}, asBearer(client.token))).rejects.toMatchObject({
         code: status.UNAUTHENTICATED,
       });
-      await expect(machines.listMachines({}, bearer("umx_user_unknown_secret"))).rejects.toMatchObject({
+      await expect(machines.listMachines({}, asBearer("umx_user_unknown_secret"))).rejects.toMatchObject({
         code: status.UNAUTHENTICATED,
       });
     } finally {

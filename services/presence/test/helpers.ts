@@ -1,12 +1,17 @@
 import { randomUUID } from "node:crypto";
-import * as grpc from "@grpc/grpc-js";
+import type * as grpc from "@grpc/grpc-js";
 import { type LinkResponse, LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import {
   MachineService,
   type WatchMachinesResponse,
 } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { attachPrincipal, createClient, ManualClock, type Principal, type TypedClient } from "@unimatrix/service-kit";
+import { ManualClock } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
 import {
+  type AsCaller,
+  asBearer,
+  asPrincipal,
   eventually,
   TEST_INTERNAL_KEY,
   type TestSchema,
@@ -14,7 +19,7 @@ import {
   testConfig,
   testSchema,
 } from "@unimatrix/service-kit/testing";
-import { type PresenceService, type PresenceServiceOptions, startPresence } from "../src/server";
+import { type PresenceService, type PresenceServiceOptions, startPresence } from "../src";
 
 /** Fast timers for tests; time rules that matter (leases, retention) use the manual clock. */
 export const FAST = {
@@ -70,31 +75,15 @@ export class World {
   }
 }
 
-/** Call options carrying a gateway-signed principal. */
-export function as(principal: Principal): { metadata: grpc.Metadata } {
-  return { metadata: attachPrincipal(new grpc.Metadata(), principal, TEST_INTERNAL_KEY) };
-}
-
-/** Call options carrying a bearer token. */
-export function bearer(token: string): { metadata: Record<string, string> } {
-  return { metadata: { authorization: `Bearer ${token}` } };
+/** Call options carrying a gateway-signed principal (the kit's asPrincipal with the test key). */
+export function as(principal: Principal): AsCaller {
+  return asPrincipal(principal, TEST_INTERNAL_KEY);
 }
 
 /** A fresh tenant with a user in it. */
 export function newTenant(): { tenantId: string; user: Principal } {
   const tenantId = randomUUID();
   return { tenantId, user: { kind: "user", subjectId: randomUUID(), tenantId } };
-}
-
-/** The gRPC status code of a rejected call. */
-export async function codeOf(promise: Promise<unknown>): Promise<{ code: number; details: string }> {
-  try {
-    await promise;
-  } catch (error) {
-    const e = error as grpc.ServiceError;
-    return { code: e.code, details: e.details };
-  }
-  throw new Error("expected the call to fail");
 }
 
 /** Collects a stream's messages in the background, and its final status. */
@@ -145,7 +134,7 @@ export async function openLink(
   token: string,
   options: { heartbeats?: boolean } = {},
 ): Promise<OpenLink> {
-  const call = client.link(bearer(token));
+  const call = client.link(asBearer(token));
   call.send({ event: { case: "hello", value: { agentVersion: "test/1", hostname: "host" } } });
   const responses = new Collector<LinkResponse>(call);
   if (options.heartbeats !== false) {

@@ -3,9 +3,9 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { status } from "@grpc/grpc-js";
 import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
-import { TEST_DATABASE_URL } from "@unimatrix/service-kit/testing";
+import { asBearer, expectStatus, TEST_DATABASE_URL } from "@unimatrix/service-kit/testing";
 import pg from "pg";
-import { as, bearer, codeOf, newTenant, World } from "./helpers";
+import { as, newTenant, World } from "./helpers";
 
 const world = new World("presence_machines");
 let client: ReturnType<World["machines"]>;
@@ -43,7 +43,7 @@ describe("machines", () => {
     expect(auth.principal?.tenantId).toBe(tenantId);
 
     // The machine's own token works as a bearer credential for reads of its tenant.
-    const got = await client.getMachine({ machineId: response.machine?.id ?? "" }, bearer(response.token));
+    const got = await client.getMachine({ machineId: response.machine?.id ?? "" }, asBearer(response.token));
     expect(got.machine?.id).toBe(response.machine?.id);
   });
 
@@ -51,9 +51,8 @@ describe("machines", () => {
     const a = newTenant();
     const b = newTenant();
     const first = await client.registerMachine({ name: "same" }, as(a.user));
-    const dup = await codeOf(client.registerMachine({ name: "same" }, as(a.user)));
-    expect(dup.code).toBe(status.ALREADY_EXISTS);
-    expect(dup.details).toMatch(/^name:/);
+    const dup = await expectStatus(client.registerMachine({ name: "same" }, as(a.user)), status.ALREADY_EXISTS);
+    expect(dup.message).toMatch(/^name:/);
     await client.registerMachine({ name: "same" }, as(b.user));
     await client.revokeMachine({ machineId: first.machine?.id ?? "" }, as(a.user));
     const again = await client.registerMachine({ name: "same" }, as(a.user));
@@ -99,8 +98,8 @@ describe("machines", () => {
     expect(first.machine?.linked).toBe(false);
     const second = await client.revokeMachine({ machineId: id }, as(user));
     expect(second.machine?.revokedAt).toEqual(first.machine?.revokedAt);
-    expect((await codeOf(client.authenticate({ token: r.token }))).code).toBe(status.UNAUTHENTICATED);
-    expect((await codeOf(client.getMachine({ machineId: id }, bearer(r.token)))).code).toBe(status.UNAUTHENTICATED);
+    await expectStatus(client.authenticate({ token: r.token }), status.UNAUTHENTICATED);
+    await expectStatus(client.getMachine({ machineId: id }, asBearer(r.token)), status.UNAUTHENTICATED);
   });
 
   test("bad input is INVALID_ARGUMENT naming the field and changes nothing", async () => {
@@ -119,9 +118,8 @@ describe("machines", () => {
       [client.authenticate({ token: "" }), "token"],
     ];
     for (const [call, field] of cases) {
-      const { code, details } = await codeOf(call);
-      expect(code).toBe(status.INVALID_ARGUMENT);
-      expect(details.startsWith(`${field}:`)).toBe(true);
+      const { message } = await expectStatus(call, status.INVALID_ARGUMENT);
+      expect(message.startsWith(`${field}:`)).toBe(true);
     }
     expect(await rowCount("machines")).toBe(before);
   });
@@ -131,9 +129,9 @@ describe("machines", () => {
     const b = newTenant();
     const r = await client.registerMachine({ name: "mine" }, as(a.user));
     const id = r.machine?.id ?? "";
-    expect((await codeOf(client.getMachine({ machineId: randomUUID() }, as(a.user)))).code).toBe(status.NOT_FOUND);
-    expect((await codeOf(client.getMachine({ machineId: id }, as(b.user)))).code).toBe(status.NOT_FOUND);
-    expect((await codeOf(client.revokeMachine({ machineId: id }, as(b.user)))).code).toBe(status.NOT_FOUND);
+    await expectStatus(client.getMachine({ machineId: randomUUID() }, as(a.user)), status.NOT_FOUND);
+    await expectStatus(client.getMachine({ machineId: id }, as(b.user)), status.NOT_FOUND);
+    await expectStatus(client.revokeMachine({ machineId: id }, as(b.user)), status.NOT_FOUND);
     const still = await client.getMachine({ machineId: id }, as(a.user));
     expect(still.machine?.revokedAt).toBeUndefined();
   });
@@ -141,18 +139,16 @@ describe("machines", () => {
   test("who may call: machines cannot register or revoke, operators have no tenant, strangers are refused", async () => {
     const { user } = newTenant();
     const r = await client.registerMachine({ name: "caller" }, as(user));
-    const machine = bearer(r.token);
-    expect((await codeOf(client.registerMachine({ name: "x" }, machine))).code).toBe(status.PERMISSION_DENIED);
-    expect((await codeOf(client.revokeMachine({ machineId: r.machine?.id ?? "" }, machine))).code).toBe(
-      status.PERMISSION_DENIED,
-    );
+    const machine = asBearer(r.token);
+    await expectStatus(client.registerMachine({ name: "x" }, machine), status.PERMISSION_DENIED);
+    await expectStatus(client.revokeMachine({ machineId: r.machine?.id ?? "" }, machine), status.PERMISSION_DENIED);
     const listed = await client.listMachines({}, machine);
     expect(listed.machines.map((m) => m.name)).toEqual(["caller"]);
     const operator = as({ kind: "operator", subjectId: "operator", tenantId: null });
-    expect((await codeOf(client.listMachines({}, operator))).code).toBe(status.PERMISSION_DENIED);
-    expect((await codeOf(client.listMachines({}))).code).toBe(status.UNAUTHENTICATED);
-    expect((await codeOf(client.listMachines({}, bearer("umx_machine_abc_def")))).code).toBe(status.UNAUTHENTICATED);
-    expect((await codeOf(client.authenticate({ token: "umx_client_abc_def" }))).code).toBe(status.UNAUTHENTICATED);
+    await expectStatus(client.listMachines({}, operator), status.PERMISSION_DENIED);
+    await expectStatus(client.listMachines({}), status.UNAUTHENTICATED);
+    await expectStatus(client.listMachines({}, asBearer("umx_machine_abc_def")), status.UNAUTHENTICATED);
+    await expectStatus(client.authenticate({ token: "umx_client_abc_def" }), status.UNAUTHENTICATED);
   });
 });
 

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { WatchMachinesResponse } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import { TEST_DATABASE_URL } from "@unimatrix/service-kit/testing";
 import pg from "pg";
-import type { PresenceService } from "../src/server";
+import type { PresenceService } from "../src";
 import { as, Collector, eventually, newTenant, openLink, describe as show, World } from "./helpers";
 
 const world = new World("presence_reconcile");

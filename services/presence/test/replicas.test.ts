@@ -1,6 +1,6 @@
 import { LinkCloseReason } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import type { WatchMachinesResponse } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import type { PresenceService } from "../src/server";
+import type { PresenceService } from "../src";
 import { as, Collector, eventually, FAST, newTenant, openLink, describe as show, World } from "./helpers";
 
 const world = new World("presence_replicas");

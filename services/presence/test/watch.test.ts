@@ -1,18 +1,8 @@
 import { status } from "@grpc/grpc-js";
 import type { WatchMachinesResponse } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import type { PresenceService } from "../src/server";
-import {
-  as,
-  bearer,
-  Collector,
-  codeOf,
-  eventually,
-  newTenant,
-  type OpenLink,
-  openLink,
-  describe as show,
-  World,
-} from "./helpers";
+import { type AsCaller, asBearer, expectStatus } from "@unimatrix/service-kit/testing";
+import type { PresenceService } from "../src";
+import { as, Collector, eventually, newTenant, type OpenLink, openLink, describe as show, World } from "./helpers";
 
 const world = new World("presence_watch");
 let replica: PresenceService;
@@ -37,7 +27,7 @@ async function register(user: Principal, names: string[]): Promise<Map<string, {
   return out;
 }
 
-function watch(options: ReturnType<typeof as> | ReturnType<typeof bearer>, after = "", client = machines) {
+function watch(options: AsCaller | { metadata: Record<string, string> }, after = "", client = machines) {
   return new Collector<WatchMachinesResponse>(client.watchMachines({ after }, options));
 }
 
@@ -197,10 +187,10 @@ describe("watch", () => {
     const { user } = newTenant();
     const m = await register(user, ["watcher"]);
     const token = m.get("watcher")?.token ?? "";
-    const streams = Array.from({ length: 10 }, () => machines.watchMachines({}, bearer(token)));
+    const streams = Array.from({ length: 10 }, () => machines.watchMachines({}, asBearer(token)));
     const collectors = streams.map((s) => new Collector<WatchMachinesResponse>(s));
     for (const c of collectors) await untilReady(c);
-    const eleventh = watch(bearer(token));
+    const eleventh = watch(asBearer(token));
     await eleventh.ended();
     expect(eleventh.error?.code).toBe(status.RESOURCE_EXHAUSTED);
     // Another credential of the same tenant is not affected.
@@ -208,7 +198,7 @@ describe("watch", () => {
     await untilReady(other);
     await cancel(collectors[0]!, streams[0]!);
     await eventually(async () => {
-      const retry = watch(bearer(token));
+      const retry = watch(asBearer(token));
       await eventually(() => retry.items.length > 0 || retry.done, "retry answer");
       return retry.items.length > 0;
     }, "a freed slot");
@@ -218,7 +208,7 @@ describe("watch", () => {
   test("revoking the watching credential mid-stream delivers access_revoked and ends the stream", async () => {
     const { user } = newTenant();
     const m = await register(user, ["self", "other"]);
-    const w = watch(bearer(m.get("self")?.token ?? ""));
+    const w = watch(asBearer(m.get("self")?.token ?? ""));
     await untilReady(w);
     await machines.revokeMachine({ machineId: m.get("other")?.id ?? "" }, as(user));
     await machines.revokeMachine({ machineId: m.get("self")?.id ?? "" }, as(user));
@@ -227,7 +217,7 @@ describe("watch", () => {
     expect(w.items.map(show).slice(-1)).toEqual(["access_revoked"]);
     expect(w.items.filter((e) => e.event.case === "accessRevoked").length).toBe(1);
     // A revoked credential cannot open a new watch.
-    const again = watch(bearer(m.get("self")?.token ?? ""));
+    const again = watch(asBearer(m.get("self")?.token ?? ""));
     await again.ended();
     expect(again.error?.code).toBe(status.UNAUTHENTICATED);
   });
@@ -239,7 +229,7 @@ describe("watch", () => {
     const nobody = watch({ metadata: {} });
     await nobody.ended();
     expect(nobody.error?.code).toBe(status.UNAUTHENTICATED);
-    expect((await codeOf(machines.listMachines({}, { metadata: {} }))).code).toBe(status.UNAUTHENTICATED);
+    await expectStatus(machines.listMachines({}, { metadata: {} }), status.UNAUTHENTICATED);
   });
 
   test("heartbeats arrive on the configured interval", async () => {

@@ -1,20 +1,24 @@
-import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
 import { LinkCloseReason } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import type { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import {
-  type Bus,
-  type Clock,
-  InvalidArgumentError,
-  parseToken,
-  type ServiceImpl,
-  UnauthenticatedError,
-} from "@unimatrix/service-kit";
+import { type Clock, type PageTokens, pageSize, requireUuid, UnauthenticatedError } from "@unimatrix/service-kit";
+import type { Bus } from "@unimatrix/service-kit/bus";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import type { Logger } from "pino";
+import { machineMessage, machinePrincipal } from "../convert";
 import type { LinkRegistry } from "../live/links";
 import { publishSignal } from "../live/signal";
-import type { ListPosition, MachineStore } from "../store/machines";
-import { requireTenant, requireUuid } from "./access";
-import { machineMessage } from "./convert";
+import { type WatchDeps, watchStream } from "../live/watch";
+import { requireTenant } from "../rules/access";
+import {
+  LIST_PAGE,
+  listBinding,
+  positionOf,
+  positionValue,
+  requireMachineToken,
+  validateName,
+} from "../rules/machines";
+import { parseCursor } from "../rules/watch";
+import type { MachineStore } from "../store/machines";
 
 /** What the machine handlers need. */
 export interface MachineHandlerDeps {
@@ -23,45 +27,14 @@ export interface MachineHandlerDeps {
   readonly bus: Bus;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** ListMachines' sealed page tokens. */
+  readonly pageTokens: PageTokens;
+  /** What WatchMachines streams need. */
+  readonly watch: WatchDeps;
 }
 
-const CONTROL = /\p{Cc}/u;
-
-/** A machine name: 1-200 characters, no control characters, not blank. */
-export function validateName(name: string): string {
-  const length = [...name].length;
-  if (length === 0 || name.trim() === "") throw new InvalidArgumentError("name", "is required");
-  if (length > 200) throw new InvalidArgumentError("name", "must be at most 200 characters");
-  if (CONTROL.test(name)) throw new InvalidArgumentError("name", "must not contain control characters");
-  return name;
-}
-
-function pageSizeOf(value: number): number {
-  if (value < 0) throw new InvalidArgumentError("page_size", "must not be negative");
-  if (value === 0) return 50;
-  return Math.min(value, 500);
-}
-
-function encodePosition(position: ListPosition): string {
-  return Buffer.from(JSON.stringify({ n: position.name, i: position.id })).toString("base64url");
-}
-
-function decodePosition(token: string): ListPosition | null {
-  if (token === "") return null;
-  try {
-    const value = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as { n?: unknown; i?: unknown };
-    if (typeof value.n === "string" && typeof value.i === "string") {
-      requireUuid("page_token", value.i);
-      return { name: value.n, id: value.i };
-    }
-  } catch {
-    // fall through
-  }
-  throw new InvalidArgumentError("page_token", "is not a token from a previous ListMachines response");
-}
-
-/** Unary RPCs of MachineService (WatchMachines lives in watch.ts). */
-export function machineHandlers(deps: MachineHandlerDeps): Omit<ServiceImpl<typeof MachineService>, "watchMachines"> {
+/** MachineService: every RPC, WatchMachines included (its stream body is live/watch.ts). */
+export function machineHandlers(deps: MachineHandlerDeps): ServiceImpl<typeof MachineService> {
   const { machines, registry, clock } = deps;
   return {
     async registerMachine(request, ctx) {
@@ -73,8 +46,9 @@ export function machineHandlers(deps: MachineHandlerDeps): Omit<ServiceImpl<type
 
     async listMachines(request, ctx) {
       const principal = requireTenant(await ctx.principal(), ["user", "client", "machine"]);
-      const limit = pageSizeOf(request.pageSize);
-      const after = decodePosition(request.pageToken);
+      const limit = pageSize("page_size", request.pageSize, LIST_PAGE);
+      const binding = listBinding(principal, request.includeRevoked);
+      const after = positionOf(deps.pageTokens.open(request.pageToken, binding));
       const rows = await machines.list(principal.tenantId, {
         includeRevoked: request.includeRevoked,
         limit: limit + 1,
@@ -84,7 +58,7 @@ export function machineHandlers(deps: MachineHandlerDeps): Omit<ServiceImpl<type
       const last = page[page.length - 1];
       return {
         machines: page.map(machineMessage),
-        nextPageToken: rows.length > limit && last ? encodePosition({ name: last.name, id: last.id }) : "",
+        nextPageToken: rows.length > limit && last ? deps.pageTokens.seal(positionValue(last), binding) : "",
       };
     },
 
@@ -109,21 +83,15 @@ export function machineHandlers(deps: MachineHandlerDeps): Omit<ServiceImpl<type
     },
 
     async authenticate(request) {
-      if (request.token === "") throw new InvalidArgumentError("token", "is required");
-      const parsed = parseToken(request.token);
-      if (parsed?.kind !== "machine") throw new UnauthenticatedError("not a machine credential");
-      const machine = await machines.authenticate(parsed);
+      const machine = await machines.authenticate(requireMachineToken(request.token));
       if (!machine) throw new UnauthenticatedError("invalid credential");
-      return {
-        principal: {
-          kind: PrincipalKind.MACHINE,
-          tenantId: machine.tenantId,
-          subjectId: machine.id,
-          credentialId: machine.id,
-          displayName: machine.name,
-          expiresAt: undefined,
-        },
-      };
+      return { principal: machinePrincipal(machine) };
+    },
+
+    async *watchMachines(request, ctx) {
+      const principal = requireTenant(await ctx.principal(), ["user", "client", "machine"]);
+      const after = parseCursor(request.after);
+      yield* watchStream(deps.watch, principal, after, ctx);
     },
   };
 }

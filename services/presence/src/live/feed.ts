@@ -1,235 +1,81 @@
-import { type Bus, type BusSubscription, ResourceExhaustedError } from "@unimatrix/service-kit";
+import { type Bus, Feed, type FeedSource } from "@unimatrix/service-kit/bus";
 import type { Logger } from "pino";
-import type { LogState, LogStore } from "../store/log";
+import { transitionEvent, transitionSize, type WatchEvent } from "../convert";
+import { PAGE } from "../rules/watch";
+import type { LogStore } from "../store/log";
 import type { PresenceEvent } from "../store/rows";
 import { parseSignal, presenceChannel } from "./signal";
 
-/** A recent event in a feed's window, with its wire size and the feed's running byte total. */
-export interface FeedEntry {
-  readonly event: PresenceEvent;
-  readonly size: number;
-  /** Bytes of every entry the feed appended, up to and including this one. */
-  readonly cum: number;
+/** Where a tenant's feed stands: the last event read and the revocation counter read with it. */
+export interface FeedCursor {
+  readonly seq: bigint;
+  readonly revocations: bigint;
 }
-
-/** A watch stream as a feed sees it. */
-export interface FeedWatcher {
-  /** The last cursor handed to the transport. */
-  readonly cursor: bigint;
-  /** True once the stream delivered its backlog (only live streams can fall behind). */
-  readonly live: boolean;
-  /** The feed has news (events or a changed log state). */
-  wake(): void;
-  /** The watcher is more than the allowed bytes behind. */
-  cut(): void;
-}
-
-/** Options of a feed. */
-export interface FeedOptions {
-  readonly tenantId: string;
-  readonly logs: LogStore;
-  readonly logger: Logger;
-  readonly maxLagBytes: number;
-  readonly sizeOf: (event: PresenceEvent) => number;
-}
-
-const PAGE = 256;
 
 /**
- * One tenant's live log on this replica: it drains the database once per doorbell and keeps a
- * window of recent events, so N watchers cost one query per wake instead of N. Watchers behind
- * the window read the database themselves.
+ * What the feed hands every watcher of a tenant: a committed transition with its wire message
+ * (built and encoded once for all watchers) and size, or "the revocation counter changed".
  */
-export class TenantFeed {
-  /** The window covers events with seq > base. */
-  base = 0n;
-  /** The last seq read from the database. */
-  cursor = 0n;
-  state: LogState = { head: 0n, floor: 0n, revocations: 0n };
-  readonly ring: FeedEntry[] = [];
-  readonly watchers = new Set<FeedWatcher>();
-  #total = 0;
-  #ringBytes = 0;
-  #draining: Promise<void> | null = null;
-  #again = false;
+export type WatchItem =
+  | { readonly kind: "event"; readonly event: PresenceEvent; readonly message: WatchEvent; readonly size: number }
+  | { readonly kind: "revocations"; readonly revocations: bigint };
 
-  constructor(readonly options: FeedOptions) {}
+/** Where a feed reads a tenant's log (the LogStore; an in-memory log in unit tests). */
+export type LogSource = Pick<LogStore, "page" | "state">;
 
-  /** Starts at the tenant's head. */
-  async init(): Promise<void> {
-    this.state = await this.options.logs.state(this.options.tenantId);
-    this.base = this.state.head;
-    this.cursor = this.state.head;
-  }
-
-  /** Drains the database (coalescing concurrent pokes) and wakes the watchers. */
-  poke(): Promise<void> {
-    if (this.#draining) {
-      this.#again = true;
-      return this.#draining;
-    }
-    this.#draining = this.#drain().finally(() => {
-      this.#draining = null;
-    });
-    return this.#draining;
-  }
-
-  async #drain(): Promise<void> {
-    do {
-      this.#again = false;
-      for (;;) {
-        const page = await this.options.logs.page(this.options.tenantId, this.cursor, PAGE);
-        const changed =
-          page.events.length > 0 || page.revocations !== this.state.revocations || page.floor !== this.state.floor;
-        this.state = { head: page.head, floor: page.floor, revocations: page.revocations };
-        for (const event of page.events) this.#append(event);
-        // Wake watchers page by page: under a steady stream of doorbells this loop may not
-        // end for a while, and nobody should wait for it to. Nothing new: nobody is woken.
-        if (changed) this.#notify();
-        if (page.events.length < PAGE) break;
-      }
-    } while (this.#again);
-  }
-
-  #append(event: PresenceEvent): void {
-    const size = this.options.sizeOf(event);
-    this.#total += size;
-    this.#ringBytes += size;
-    this.ring.push({ event, size, cum: this.#total });
-    this.cursor = event.seq;
-    // Keep at least the allowed lag plus one page in the window, so a live watcher that is
-    // within its allowance always reads from memory.
-    const keep = this.options.maxLagBytes * 2;
-    while (this.#ringBytes > keep && this.ring.length > PAGE) {
-      const dropped = this.ring.shift() as FeedEntry;
-      this.#ringBytes -= dropped.size;
-      this.base = dropped.event.seq;
-    }
-  }
-
-  #notify(): void {
-    for (const watcher of this.watchers) {
-      if (watcher.live && this.lagOf(watcher.cursor) > this.options.maxLagBytes) watcher.cut();
-      else watcher.wake();
-    }
-  }
-
-  /** Bytes of windowed events after `cursor`; infinite when the window no longer covers it. */
-  lagOf(cursor: bigint): number {
-    if (cursor < this.base) return Number.POSITIVE_INFINITY;
-    let lo = 0;
-    let hi = this.ring.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if ((this.ring[mid] as FeedEntry).event.seq <= cursor) lo = mid + 1;
-      else hi = mid;
-    }
-    if (lo === this.ring.length) return 0;
-    const first = this.ring[lo] as FeedEntry;
-    return this.#total - (first.cum - first.size);
-  }
-
-  /** Windowed events after `cursor` (at most `limit`), or null when the window does not cover it. */
-  after(cursor: bigint, limit = PAGE): PresenceEvent[] | null {
-    if (cursor < this.base) return null;
-    const out: PresenceEvent[] = [];
-    for (let i = this.ring.length - 1; i >= 0; i--) {
-      const entry = this.ring[i] as FeedEntry;
-      if (entry.event.seq <= cursor) break;
-      out.push(entry.event);
-    }
-    out.reverse();
-    return out.slice(0, limit);
-  }
+/** The wire size of a feed item: what a watcher has to take off the wire (a marker costs nothing). */
+export function itemSize(item: WatchItem): number {
+  return item.kind === "event" ? item.size : 0;
 }
 
-/** Options of the watch hub. */
-export interface WatchHubOptions {
+/**
+ * The presence log as a kit feed source: per tenant, events after a cursor read in one statement
+ * with the tenant's revocation counter; a changed counter becomes a marker item, so watchers
+ * re-check machine credentials on the drain that saw it (a lost doorbell heals on the next read).
+ */
+export function presenceFeedSource(logs: LogSource): FeedSource<FeedCursor, WatchItem> {
+  return {
+    channel: presenceChannel,
+    async head(tenantId) {
+      const state = await logs.state(tenantId);
+      return { seq: state.head, revocations: state.revocations };
+    },
+    async read(tenantId, after, limit) {
+      const page = await logs.page(tenantId, after.seq, limit);
+      const items: WatchItem[] = page.events.map((event) => ({
+        kind: "event",
+        event,
+        message: transitionEvent(event),
+        size: transitionSize(event),
+      }));
+      if (page.revocations !== after.revocations) items.push({ kind: "revocations", revocations: page.revocations });
+      const last = page.events.at(-1);
+      return { items, cursor: { seq: last?.seq ?? after.seq, revocations: page.revocations } };
+    },
+    // Every well-formed doorbell (transition, link, revocation, poke) is worth a read.
+    isNews: (message) => parseSignal(message) !== null,
+  };
+}
+
+/** Options of the watch feed. */
+export interface WatchFeedOptions {
+  readonly logs: LogSource;
   readonly bus: Bus;
-  readonly logs: LogStore;
   readonly logger: Logger;
+  /** A watcher with more unread bytes than this is cut. */
   readonly maxLagBytes: number;
-  readonly maxStreams: number;
-  readonly sizeOf: (event: PresenceEvent) => number;
+  /** Reads without a doorbell this often (heals a lost publish). */
+  readonly healMs: number;
 }
 
-/** The feeds of this replica (one per watched tenant) and the open-stream counts per credential. */
-export class WatchHub {
-  readonly #feeds = new Map<string, { feed: Promise<TenantFeed>; refs: number; sub: Promise<BusSubscription> }>();
-  readonly #streams = new Map<string, number>();
-  readonly #unsubscribeReconnect: () => void;
-
-  constructor(private readonly options: WatchHubOptions) {
-    // After a bus outage every feed drains from its cursor: nothing published meanwhile is lost.
-    this.#unsubscribeReconnect = options.bus.onReconnect(() => {
-      for (const entry of this.#feeds.values()) void entry.feed.then((feed) => feed.poke()).catch(() => {});
-    });
-  }
-
-  /** Takes one of a credential's stream slots; RESOURCE_EXHAUSTED when all are taken. */
-  reserveStream(key: string): () => void {
-    const open = this.#streams.get(key) ?? 0;
-    if (open >= this.options.maxStreams) {
-      throw new ResourceExhaustedError(
-        `this credential already has ${this.options.maxStreams} open WatchMachines streams; close one first`,
-      );
-    }
-    this.#streams.set(key, open + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const now = (this.#streams.get(key) ?? 1) - 1;
-      if (now <= 0) this.#streams.delete(key);
-      else this.#streams.set(key, now);
-    };
-  }
-
-  /** The tenant's feed, created (and subscribed to the bus) on first use. */
-  async acquire(tenantId: string): Promise<TenantFeed> {
-    const existing = this.#feeds.get(tenantId);
-    if (existing) {
-      existing.refs += 1;
-      return existing.feed;
-    }
-    const holder: { feed: TenantFeed | null } = { feed: null };
-    const sub = this.options.bus.subscribe(presenceChannel(tenantId), (message) => {
-      if (!parseSignal(message)) return;
-      void holder.feed?.poke().catch((error: unknown) => this.options.logger.warn({ err: error }, "feed drain failed"));
-    });
-    const feed = (async () => {
-      await sub;
-      const created = new TenantFeed({ ...this.options, tenantId });
-      await created.init();
-      holder.feed = created;
-      return created;
-    })();
-    const entry = { feed, refs: 1, sub };
-    this.#feeds.set(tenantId, entry);
-    try {
-      return await feed;
-    } catch (error) {
-      this.#feeds.delete(tenantId);
-      void sub.then((s) => s.unsubscribe()).catch(() => {});
-      throw error;
-    }
-  }
-
-  /** Gives a feed back; the last user unsubscribes it. */
-  async release(tenantId: string): Promise<void> {
-    const entry = this.#feeds.get(tenantId);
-    if (!entry) return;
-    entry.refs -= 1;
-    if (entry.refs > 0) return;
-    this.#feeds.delete(tenantId);
-    try {
-      await (await entry.sub).unsubscribe();
-    } catch (error) {
-      this.options.logger.warn({ err: error, tenantId }, "unsubscribe failed");
-    }
-  }
-
-  close(): void {
-    this.#unsubscribeReconnect();
-  }
+/** This replica's watch feed: one drain per tenant per doorbell, fanned out to every watcher of it. */
+export function watchFeed(options: WatchFeedOptions): Feed<FeedCursor, WatchItem> {
+  return new Feed({
+    source: presenceFeedSource(options.logs),
+    bus: options.bus,
+    logger: options.logger,
+    pageSize: PAGE,
+    healMs: options.healMs,
+    budget: { maxBytes: options.maxLagBytes },
+  });
 }

@@ -1,5 +1,6 @@
 import { LinkCloseReason } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import type { Bus, BusSubscription, Clock } from "@unimatrix/service-kit";
+import type { Clock } from "@unimatrix/service-kit";
+import type { Bus, BusSubscription } from "@unimatrix/service-kit/bus";
 import type { Logger } from "pino";
 import type { PresenceEvent } from "../store/rows";
 import type { TransitionStore } from "../store/transitions";
@@ -37,7 +38,10 @@ export class LinkRegistry {
   readonly #chains = new Map<string, Promise<unknown>>();
   readonly #tenants = new Map<string, { count: number; sub: Promise<BusSubscription> }>();
   readonly #options: LinkRegistryOptions;
-  /** Set on graceful stop: links end with SHUTDOWN and keep their ownership until the lease expires. */
+  /**
+   * Set on graceful stop (a link saw the server's ShutdownReason): links end with SHUTDOWN and
+   * keep their ownership until the lease expires; reconcile stands down.
+   */
   stopping = false;
   /** Set when the replica is killed (tests): nothing is written any more. */
   dead = false;
@@ -130,11 +134,6 @@ export class LinkRegistry {
   /** Closes the local link of a machine with a reason, if one is held. */
   closeLocal(machineId: string, reason: LinkCloseReason): void {
     this.#byMachine.get(machineId)?.close(reason);
-  }
-
-  /** Closes every held link (graceful stop). */
-  closeAll(reason: LinkCloseReason): void {
-    for (const handle of this.#byMachine.values()) handle.close(reason);
   }
 
   async #onSignal(message: string): Promise<void> {

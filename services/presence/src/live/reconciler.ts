@@ -1,4 +1,5 @@
-import type { Bus, Clock } from "@unimatrix/service-kit";
+import type { Clock } from "@unimatrix/service-kit";
+import type { Bus } from "@unimatrix/service-kit/bus";
 import type { Logger } from "pino";
 import type { TransitionStore } from "../store/transitions";
 import type { LinkRegistry } from "./links";
@@ -43,7 +44,8 @@ export class Reconciler {
 
   async #pass(): Promise<ReconcileReport> {
     const { registry, transitions, clock, bus, logger } = this.options;
-    if (registry.dead) return { expired: 0, repaired: 0, prunedTenants: 0 };
+    // A stopping replica's links keep their rows on purpose: no pass may unlink them now.
+    if (registry.dead || registry.stopping) return { expired: 0, repaired: 0, prunedTenants: 0 };
     await registry.reconcileHeld();
     let expired = 0;
     const now = clock.now();

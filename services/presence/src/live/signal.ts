@@ -1,4 +1,4 @@
-import type { Bus } from "@unimatrix/service-kit";
+import { type Bus, publishAfterCommit } from "@unimatrix/service-kit/bus";
 import type { Logger } from "pino";
 
 /**
@@ -21,13 +21,9 @@ export function presenceChannel(tenantId: string): string {
   return `presence:${tenantId}`;
 }
 
-/** Publishes a signal after commit; a failed publish is logged, never thrown (readers heal). */
+/** Rings a tenant's doorbell after commit (the kit's publishAfterCommit: awaited, never throws; readers heal). */
 export async function publishSignal(bus: Bus, logger: Logger, tenantId: string, signal: PresenceSignal): Promise<void> {
-  try {
-    await bus.publish(presenceChannel(tenantId), JSON.stringify(signal));
-  } catch (error) {
-    logger.warn({ err: error, tenantId }, "presence signal not published; readers heal from the database");
-  }
+  await publishAfterCommit(bus, presenceChannel(tenantId), JSON.stringify(signal), logger);
 }
 
 /** Parses a signal; null for anything malformed. */

@@ -1,14 +1,9 @@
 import { randomUUID } from "node:crypto";
-import {
-  AlreadyExistsError,
-  issueToken,
-  NotFoundError,
-  type ParsedToken,
-  sha256,
-  verifySecret,
-} from "@unimatrix/service-kit";
+import { AlreadyExistsError, NotFoundError } from "@unimatrix/service-kit";
+import { issueToken, type ParsedToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
+import { inTransaction, isUniqueViolation, type Tx } from "@unimatrix/service-kit/store";
 import type { PrismaClient } from "../../generated/prisma/client";
-import type { MachineRecord, PresenceEvent } from "./rows";
+import type { ListPosition, MachineRecord, PresenceEvent } from "./rows";
 import { lockPresence, writeTransition } from "./transitions";
 
 interface MachineRow {
@@ -33,12 +28,6 @@ function recordOf(row: MachineRow): MachineRecord {
   };
 }
 
-/** A position in the by-name listing. */
-export interface ListPosition {
-  readonly name: string;
-  readonly id: string;
-}
-
 /** What revoking changed. */
 export interface Revoked {
   readonly machine: MachineRecord;
@@ -46,11 +35,6 @@ export interface Revoked {
   readonly changed: boolean;
   /** The unlinked event, when it was linked. */
   readonly event: PresenceEvent | null;
-}
-
-function isUniqueViolation(error: unknown): boolean {
-  const e = error as { code?: string; meta?: { driverAdapterError?: { cause?: { originalCode?: string } } } };
-  return e?.code === "P2002" || e?.meta?.driverAdapterError?.cause?.originalCode === "23505";
 }
 
 /** Machines and their credentials. Every query is scoped by tenant. */
@@ -62,9 +46,9 @@ export class MachineStore {
     const issued = issueToken("machine");
     const id = randomUUID();
     try {
-      await this.prisma.$transaction([
-        this.prisma.$executeRaw`INSERT INTO tenant_logs (tenant_id) VALUES (${tenantId}::uuid) ON CONFLICT DO NOTHING`,
-        this.prisma.machine.create({
+      await inTransaction(this.prisma, async (tx) => {
+        await tx.$executeRaw`INSERT INTO tenant_logs (tenant_id) VALUES (${tenantId}::uuid) ON CONFLICT DO NOTHING`;
+        await tx.machine.create({
           data: {
             id,
             tenantId,
@@ -74,8 +58,8 @@ export class MachineStore {
             createdAt: at,
             presence: { create: { tenantId, linked: false } },
           },
-        }),
-      ]);
+        });
+      });
     } catch (error) {
       if (isUniqueViolation(error))
         throw new AlreadyExistsError(`name: a machine named ${JSON.stringify(name)} exists`);
@@ -93,9 +77,13 @@ export class MachineStore {
     return { machine, token: issued.token };
   }
 
-  /** One machine of the tenant, or NOT_FOUND. */
-  async get(tenantId: string, id: string): Promise<MachineRecord> {
-    const rows = await this.prisma.$queryRaw<MachineRow[]>`
+  /** One machine of the tenant, or NOT_FOUND (read through `client`, e.g. inside a transaction). */
+  async get(
+    tenantId: string,
+    id: string,
+    client: Pick<Tx<PrismaClient>, "$queryRaw"> = this.prisma,
+  ): Promise<MachineRecord> {
+    const rows = await client.$queryRaw<MachineRow[]>`
       SELECT m.id::text AS id, m.tenant_id::text AS tenant_id, m.name, p.linked, p.changed_at, m.created_at, m.revoked_at
       FROM machines m LEFT JOIN presence p ON p.machine_id = m.id
       WHERE m.id = ${id}::uuid AND m.tenant_id = ${tenantId}::uuid`;
@@ -127,26 +115,16 @@ export class MachineStore {
    * if it was linked), the tenant's revocation counter bumped so watchers re-check credentials.
    */
   async revoke(tenantId: string, id: string, at: Date): Promise<Revoked> {
-    return this.prisma.$transaction(async (tx) => {
+    return inTransaction(this.prisma, async (tx) => {
       const locked = await lockPresence(tx, id);
       if (!locked || locked.tenant_id !== tenantId) throw new NotFoundError(`machine ${id} not found`);
-      if (locked.revoked_at) return { machine: await this.#getTx(tx, tenantId, id), changed: false, event: null };
+      if (locked.revoked_at) return { machine: await this.get(tenantId, id, tx), changed: false, event: null };
       await tx.$executeRaw`UPDATE machines SET revoked_at = ${at} WHERE id = ${id}::uuid`;
       await tx.$executeRaw`DELETE FROM link_owners WHERE machine_id = ${id}::uuid`;
       const event = locked.linked ? await writeTransition(tx, id, locked, false, at) : null;
       await tx.$executeRaw`UPDATE tenant_logs SET revocations = revocations + 1 WHERE tenant_id = ${tenantId}::uuid`;
-      return { machine: await this.#getTx(tx, tenantId, id), changed: true, event };
+      return { machine: await this.get(tenantId, id, tx), changed: true, event };
     });
-  }
-
-  async #getTx(tx: Pick<PrismaClient, "$queryRaw">, tenantId: string, id: string): Promise<MachineRecord> {
-    const rows = await tx.$queryRaw<MachineRow[]>`
-      SELECT m.id::text AS id, m.tenant_id::text AS tenant_id, m.name, p.linked, p.changed_at, m.created_at, m.revoked_at
-      FROM machines m LEFT JOIN presence p ON p.machine_id = m.id
-      WHERE m.id = ${id}::uuid AND m.tenant_id = ${tenantId}::uuid`;
-    const row = rows[0];
-    if (!row) throw new NotFoundError(`machine ${id} not found`);
-    return recordOf(row);
   }
 
   /** The active machine a machine token names, or null when unknown, wrong or revoked. */

@@ -9,6 +9,12 @@ export interface MachineRecord {
   readonly revokedAt: Date | null;
 }
 
+/** A position in the by-name listing (keyset: name, then id). */
+export interface ListPosition {
+  readonly name: string;
+  readonly id: string;
+}
+
 /** One committed presence transition. */
 export interface PresenceEvent {
   readonly seq: bigint;

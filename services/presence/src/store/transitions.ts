@@ -1,9 +1,10 @@
 import { UnauthenticatedError } from "@unimatrix/service-kit";
+import { inTransaction, type Tx as KitTx, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import type { PrismaClient } from "../../generated/prisma/client";
 import { type EventRow, eventOf, type PresenceEvent } from "./rows";
 
-/** A Prisma interactive-transaction client. */
-export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
+/** This service's interactive-transaction client. */
+type Tx = KitTx<PrismaClient>;
 
 /** Who holds a link: a replica, one link id, until the lease expires. */
 export interface Ownership {
@@ -61,7 +62,7 @@ export async function writeTransition(
     RETURNING seq, tenant_id::text AS tenant_id, machine_id::text AS machine_id, name, linked, at`;
   const row = rows[0];
   // The tenant's log row is created with its first machine and never deleted.
-  if (!row) throw new Error(`tenant log row missing for tenant ${locked.tenant_id}`);
+  if (!row) throw new StoreAnomalyError(`tenant log row missing for tenant ${locked.tenant_id}`);
   return eventOf(row);
 }
 
@@ -143,7 +144,7 @@ export class TransitionStore {
    * link owner is recorded and the machine is not revoked.
    */
   async repair(machineId: string, at: Date): Promise<{ tenantId: string; event: PresenceEvent | null } | null> {
-    return this.prisma.$transaction(async (tx) => {
+    return inTransaction(this.prisma, async (tx) => {
       const locked = await lockPresence(tx, machineId);
       if (!locked) return null;
       if (locked.revoked_at) await tx.$executeRaw`DELETE FROM link_owners WHERE machine_id = ${machineId}::uuid`;

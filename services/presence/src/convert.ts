@@ -1,13 +1,18 @@
 import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { PrincipalKind, type PrincipalSchema } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
+import type { LinkCloseReason, LinkResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import {
   WatchMachinesResponseSchema as ResponseSchema,
   type WatchMachinesResponseSchema,
 } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import type { MachineSchema } from "@unimatrix/contracts/unimatrix/presence/v1/types_pb";
-import { encodeOnce } from "@unimatrix/service-kit";
-import type { SnapshotItem } from "../store/log";
-import type { MachineRecord, PresenceEvent } from "../store/rows";
+import { encodeOnce } from "@unimatrix/service-kit/grpc";
+import type { SnapshotItem } from "./store/log";
+import type { MachineRecord, PresenceEvent } from "./store/rows";
+
+/** A Link response as the link stream yields it. */
+export type LinkResponse = MessageInitShape<typeof LinkResponseSchema>;
 
 /** A watch event as handlers yield it. */
 export type WatchEvent = MessageInitShape<typeof WatchMachinesResponseSchema>;
@@ -77,4 +82,50 @@ export function snapshotEvent(cursor: bigint, reset: boolean, items: readonly Sn
 /** Encoded size of a transition's watch event: what a watcher has to take off the wire. */
 export function transitionSize(event: PresenceEvent): number {
   return toBinary(ResponseSchema, create(ResponseSchema, transitionInit(event))).length;
+}
+
+/** `machine_ready`: the backlog up to `cursor` was delivered; live events follow. */
+export function readyEvent(cursor: bigint): WatchEvent {
+  return { event: { case: "machineReady", value: { cursor: cursor.toString() } } };
+}
+
+/** A watch heartbeat at `at`. */
+export function watchHeartbeat(at: Date): WatchEvent {
+  return { event: { case: "heartbeat", value: { at: timestampFromDate(at) } } };
+}
+
+/** `access_revoked`: the watcher's credential no longer authenticates; the stream completes. */
+export function accessRevokedEvent(): WatchEvent {
+  return { event: { case: "accessRevoked", value: {} } };
+}
+
+/** The MACHINE principal a machine token authenticates as (MachineService.Authenticate). */
+export function machinePrincipal(machine: {
+  readonly id: string;
+  readonly tenantId: string;
+  readonly name: string;
+}): MessageInitShape<typeof PrincipalSchema> {
+  return {
+    kind: PrincipalKind.MACHINE,
+    tenantId: machine.tenantId,
+    subjectId: machine.id,
+    credentialId: machine.id,
+    displayName: machine.name,
+    expiresAt: undefined,
+  };
+}
+
+/** `linked`: the link is current; heartbeats every `heartbeatSeconds`. */
+export function linkedResponse(machineId: string, linkId: string, heartbeatSeconds: number): LinkResponse {
+  return { event: { case: "linked", value: { machineId, heartbeatIntervalSeconds: heartbeatSeconds, linkId } } };
+}
+
+/** A link heartbeat at `at`. */
+export function linkHeartbeat(at: Date): LinkResponse {
+  return { event: { case: "heartbeat", value: { at: timestampFromDate(at) } } };
+}
+
+/** `closed(reason)`: the server ends the link. */
+export function closedResponse(reason: LinkCloseReason): LinkResponse {
+  return { event: { case: "closed", value: { reason } } };
 }

@@ -1,0 +1,109 @@
+import { randomUUID } from "node:crypto";
+import { LinkCloseReason, type LinkRequest } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import { type Clock, InvalidArgumentError } from "@unimatrix/service-kit";
+import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
+import { closedResponse as closed, type LinkResponse, linkedResponse, linkHeartbeat } from "../convert";
+import type { TenantPrincipal } from "../rules/access";
+import { heartbeatMissed, heartbeatSeconds, validateHello, validateLater } from "../rules/link";
+import type { LinkHandle, LinkRegistry } from "./links";
+import { Mailbox } from "./mailbox";
+
+/** What the Link handler needs. */
+export interface LinkDeps {
+  readonly registry: LinkRegistry;
+  readonly clock: Clock;
+  readonly heartbeatMs: number;
+  readonly helloTimeoutMs: number;
+}
+
+type Item =
+  | { readonly k: "msg"; readonly m: LinkRequest }
+  | { readonly k: "end" }
+  | { readonly k: "tick" }
+  | { readonly k: "hello-timeout" }
+  | { readonly k: "abort" }
+  | { readonly k: "close"; readonly reason: LinkCloseReason };
+
+/**
+ * The body of one machine's link (LinkService.Link after the caller was checked): hello →
+ * linked, heartbeats both ways, closed(reason) when the server ends it. While the stream is open
+ * and current, its machine is linked.
+ */
+export async function* linkStream(
+  deps: LinkDeps,
+  principal: TenantPrincipal,
+  requests: AsyncIterable<LinkRequest>,
+  ctx: CallContext,
+): AsyncGenerator<LinkResponse> {
+  const intervalSeconds = heartbeatSeconds(deps.heartbeatMs);
+  // Revocation is checked when the link is recorded, under the machine's row lock.
+  const mailbox = new Mailbox<Item>();
+  void (async () => {
+    try {
+      for await (const message of requests) mailbox.push({ k: "msg", m: message });
+    } catch {
+      // A broken client stream ends the link like a close.
+    }
+    mailbox.push({ k: "end" });
+  })();
+  const onAbort = () => mailbox.push({ k: "abort" });
+  ctx.signal.addEventListener("abort", onAbort, { once: true });
+  const helloTimer = setTimeout(() => mailbox.push({ k: "hello-timeout" }), deps.helloTimeoutMs);
+  let ticker: NodeJS.Timeout | undefined;
+  let handle: LinkHandle | undefined;
+  try {
+    const first = await mailbox.take();
+    clearTimeout(helloTimer);
+    if (first.k === "hello-timeout") {
+      throw new InvalidArgumentError("hello", `was not received within ${deps.helloTimeoutMs} ms`);
+    }
+    if (first.k !== "msg") return;
+    validateHello(first.m);
+    const candidate: LinkHandle = {
+      machineId: principal.subjectId,
+      tenantId: principal.tenantId,
+      linkId: randomUUID(),
+      close: (reason) => mailbox.push({ k: "close", reason }),
+    };
+    await deps.registry.open(candidate);
+    handle = candidate;
+    yield linkedResponse(handle.machineId, handle.linkId, intervalSeconds);
+    let lastHeard = performance.now();
+    ticker = setInterval(() => mailbox.push({ k: "tick" }), deps.heartbeatMs);
+    for (;;) {
+      const item = await mailbox.take();
+      switch (item.k) {
+        case "msg":
+          lastHeard = performance.now();
+          validateLater(item.m);
+          break;
+        case "tick":
+          if (heartbeatMissed(lastHeard, performance.now(), deps.heartbeatMs)) {
+            yield closed(LinkCloseReason.HEARTBEAT_MISSED);
+            return;
+          }
+          yield linkHeartbeat(deps.clock.now());
+          break;
+        case "close":
+          yield closed(item.reason);
+          return;
+        case "abort":
+          // The server is stopping (the kit's typed ShutdownReason): say goodbye and keep the
+          // ownership row, so the daemon reconnects elsewhere within the lease without a flap.
+          // A killed replica (tests) says nothing.
+          if (isShutdown(ctx.signal) && !deps.registry.dead) {
+            deps.registry.stopping = true;
+            yield closed(LinkCloseReason.SHUTDOWN);
+          }
+          return;
+        default:
+          return;
+      }
+    }
+  } finally {
+    clearTimeout(helloTimer);
+    clearInterval(ticker);
+    ctx.signal.removeEventListener("abort", onAbort);
+    if (handle) await deps.registry.closed(handle);
+  }
+}

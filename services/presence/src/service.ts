@@ -1,0 +1,188 @@
+import { randomUUID } from "node:crypto";
+import { join } from "node:path";
+import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
+import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
+import {
+  defineService,
+  PageTokens,
+  type ServiceDeps,
+  type StartedService,
+  type StartServiceOptions,
+  startService,
+} from "@unimatrix/service-kit";
+import { type Principal, principalFromMessage, principalResolver } from "@unimatrix/service-kit/auth";
+import { createClient, isServiceError, route, type TypedClient } from "@unimatrix/service-kit/grpc";
+import { PrismaClient } from "../generated/prisma/client";
+import { type PresenceConfig, presenceEnv, readPresenceConfig } from "./config";
+import { linkHandlers } from "./handlers/link";
+import { machineHandlers } from "./handlers/machines";
+import { watchFeed } from "./live/feed";
+import { LinkRegistry } from "./live/links";
+import { type ReconcileReport, Reconciler } from "./live/reconciler";
+import { watchStreamLimiter } from "./live/watch";
+import { LogStore } from "./store/log";
+import { MachineStore } from "./store/machines";
+import { TransitionStore } from "./store/transitions";
+
+/** The service's SQL migrations (Prisma layout), found from src/ and dist/ alike. */
+export const migrationsDir = join(__dirname, "..", "prisma", "migrations");
+
+/** gRPC status code UNAUTHENTICATED (16). */
+const GRPC_UNAUTHENTICATED = 16;
+
+/** Resolves user and client bearer tokens through cube's `Authenticate` (other kinds are not presence's callers). */
+function cubeResolver(cube: TypedClient<typeof IdentityService>): (raw: string) => Promise<Principal | null> {
+  return async (raw) => {
+    try {
+      const response = await cube.authenticate({ token: raw }, { deadline: 5_000 });
+      const principal = response.principal ? principalFromMessage(response.principal) : null;
+      return principal?.kind === "user" || principal?.kind === "client" ? principal : null;
+    } catch (error) {
+      if (isServiceError(error) && error.code === GRPC_UNAUTHENTICATED) return null;
+      throw error;
+    }
+  };
+}
+
+/** What a presence replica exposes to tests and drills (`StartedService.extra`). */
+export interface PresenceExtra {
+  /** This replica's id in link ownership rows (a fresh UUID per start). */
+  readonly replicaId: string;
+  readonly registry: LinkRegistry;
+  readonly reconciler: Reconciler;
+}
+
+/**
+ * The presence service: machine links, the presence log and its watch streams. `wire` is the
+ * single wiring step — stores, live machinery, handlers, the authenticator and the background
+ * work (lease renewal every third of the lease, reconcile) — run once per start.
+ */
+export const presenceService = defineService<PresenceConfig>({
+  name: "presence",
+  env: presenceEnv,
+  migrationsDir,
+  readConfig: readPresenceConfig,
+  async wire(deps: ServiceDeps, settings: PresenceConfig) {
+    const { bus, clock, logger } = deps;
+    const replicaId = randomUUID();
+    const cube = settings.cubeAddress ? createClient(IdentityService, settings.cubeAddress) : undefined;
+    const resolveForeign = cube ? cubeResolver(cube) : undefined;
+    const prisma = new PrismaClient({ adapter: deps.database.adapter });
+    const machines = new MachineStore(prisma);
+    const transitions = new TransitionStore(prisma);
+    const logs = new LogStore(prisma);
+    const registry = new LinkRegistry({ transitions, bus, clock, logger, replicaId, leaseMs: settings.leaseMs });
+    const reconciler = new Reconciler({ registry, transitions, bus, clock, logger, retentionMs: settings.retentionMs });
+    const feed = watchFeed({
+      logs,
+      bus,
+      logger,
+      maxLagBytes: settings.watchMaxLagBytes,
+      // A lost doorbell is healed by a read every heartbeat interval.
+      healMs: settings.watchHeartbeatMs,
+    });
+    const authenticate = principalResolver({
+      internalKey: deps.internalKey,
+      operatorToken: deps.operatorToken,
+      resolveToken: async (parsed, raw) => {
+        if (parsed.kind === "machine") {
+          const machine = await machines.authenticate(parsed);
+          return machine ? { kind: "machine", tenantId: machine.tenantId, subjectId: machine.id } : null;
+        }
+        return resolveForeign ? resolveForeign(raw) : null;
+      },
+    });
+    const machineService = machineHandlers({
+      machines,
+      registry,
+      bus,
+      clock,
+      logger,
+      pageTokens: new PageTokens(deps.internalKey, "presence.ListMachines"),
+      watch: {
+        feed,
+        limiter: watchStreamLimiter(settings.watchMaxStreams),
+        logs,
+        machines,
+        heartbeatMs: settings.watchHeartbeatMs,
+        maxLagBytes: settings.watchMaxLagBytes,
+        resolveForeign,
+        now: () => clock.now(),
+      },
+    });
+    const linkService = linkHandlers({
+      registry,
+      clock,
+      heartbeatMs: settings.linkHeartbeatMs,
+      helloTimeoutMs: settings.linkHelloTimeoutMs,
+    });
+    try {
+      await reconciler.run();
+    } catch (error) {
+      cube?.close();
+      await prisma.$disconnect();
+      throw error;
+    }
+    const extra: PresenceExtra = { replicaId, registry, reconciler };
+    return {
+      routes: [route(MachineService, machineService), route(LinkService, linkService)],
+      authenticate,
+      background: [
+        {
+          name: "lease renewal",
+          everyMs: Math.max(1, Math.floor(settings.leaseMs / 3)),
+          run: () => registry.renewLeases(),
+        },
+        { name: "reconcile", everyMs: settings.reconcileMs, run: () => reconciler.run() },
+      ],
+      extra: { ...extra },
+      async close() {
+        await feed.close();
+        cube?.close();
+        await prisma.$disconnect();
+      },
+    };
+  },
+});
+
+/** How to start presence (tests, bench, the launcher): the kit's start options, with `presence` overrides. */
+export type PresenceServiceOptions = Omit<StartServiceOptions<PresenceConfig>, "serviceConfig"> & {
+  /** The presence settings; read from the environment when absent (tests override a few). */
+  readonly presence?: Partial<PresenceConfig>;
+};
+
+/** A running presence replica. */
+export interface PresenceService extends StartedService<PresenceConfig> {
+  readonly replicaId: string;
+  /** Runs one reconcile pass now (also runs at start and every PRESENCE_RECONCILE_MS). */
+  reconcile(): Promise<ReconcileReport>;
+  /** Renews this replica's link leases now (also runs every third of the lease). */
+  renewLeases(): Promise<void>;
+  /**
+   * Stops like a crashed process (tests and chaos drills): no more database writes, no closing
+   * messages, leases left to expire so a surviving replica unlinks the machines.
+   */
+  kill(): Promise<void>;
+}
+
+/**
+ * Starts one presence replica from the manifest. Its graceful `stop` closes links `SHUTDOWN` and
+ * keeps their ownership (the link streams see the kit's ShutdownReason), so daemons reconnect to
+ * another replica within the lease without a presence flap.
+ */
+export async function startPresence(options: PresenceServiceOptions): Promise<PresenceService> {
+  const { presence, ...start } = options;
+  const running = await startService(presenceService, { ...start, serviceConfig: presence ?? {} });
+  const live = running.extra as unknown as PresenceExtra;
+  return Object.assign(running, {
+    replicaId: live.replicaId,
+    reconcile: () => live.reconciler.run(),
+    renewLeases: () => live.registry.renewLeases(),
+    async kill() {
+      live.registry.dead = true;
+      running.host.shutdown(0).catch(() => {});
+      await running.stop();
+    },
+  });
+}
