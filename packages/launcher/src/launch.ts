@@ -21,6 +21,8 @@ export interface Endpoint {
   readonly name: ServiceName;
   readonly protocol: "grpc" | "http";
   readonly port: number;
+  /** Port of its Prometheus `/metrics` listener. */
+  readonly metricsPort: number | undefined;
 }
 
 /** A running set of services. */
@@ -40,9 +42,9 @@ export async function launch(names: readonly ServiceName[] = SERVICE_NAMES, env 
   const read = readConfig(commonEnv, env);
   const config = { ...read, operatorToken: resolveOperatorToken(read) };
   const ports = {
-    cube: readConfig(cubeEnv, env).port,
-    device: readConfig(deviceEnv, env).port,
-    presence: readConfig(presenceEnv, env).port,
+    cube: readConfig(cubeEnv, env),
+    device: readConfig(deviceEnv, env),
+    presence: readConfig(presenceEnv, env),
   };
   const gateway = readConfig(gatewayEnv, env);
   const bus: Bus | undefined = config.redisUrl ? undefined : new InProcessBus();
@@ -55,7 +57,13 @@ export async function launch(names: readonly ServiceName[] = SERVICE_NAMES, env 
   try {
     for (const name of names) {
       if (name === "gateway") continue;
-      const common = { config, port: ports[name], bus, logger: createLogger(name, config.logLevel) };
+      const common = {
+        config,
+        port: ports[name].port,
+        metricsPort: ports[name].metricsPort,
+        bus,
+        logger: createLogger(name, config.logLevel),
+      };
       const running =
         name === "cube"
           ? await startCube(common)
@@ -67,7 +75,7 @@ export async function launch(names: readonly ServiceName[] = SERVICE_NAMES, env 
                 ...(env.PRESENCE_CUBE_ADDRESS ? {} : { presence: { cubeAddress: local("cube", "") || undefined } }),
               });
       stops.push(() => running.stop());
-      endpoints.push({ name, protocol: "grpc", port: running.port });
+      endpoints.push({ name, protocol: "grpc", port: running.port, metricsPort: running.metricsPort });
     }
     if (names.includes("gateway")) {
       const running = await startGateway({
@@ -80,9 +88,10 @@ export async function launch(names: readonly ServiceName[] = SERVICE_NAMES, env 
         },
         internalKey: resolveInternalKey(config),
         bus,
+        metricsPort: gateway.metricsPort,
       });
       stops.push(() => running.stop());
-      endpoints.push({ name: "gateway", protocol: "http", port: running.port });
+      endpoints.push({ name: "gateway", protocol: "http", port: running.port, metricsPort: running.metricsPort });
     }
   } catch (error) {
     for (const stop of stops.reverse()) await stop().catch(() => {});

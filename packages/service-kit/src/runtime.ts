@@ -9,6 +9,8 @@ import { type Database, openDatabase } from "./database";
 import { type Authenticate, GrpcHost } from "./grpc/host";
 import { createLogger } from "./logger";
 import { migrateDatabase } from "./migrations";
+import { callObserver } from "./observe/calls";
+import { type MetricsServer, ServiceMetrics, serveMetrics } from "./observe/metrics";
 
 /** The settings every service shares, as read by `readConfig(commonEnv)`. */
 export type CommonConfig = ConfigOf<typeof commonEnv>;
@@ -60,6 +62,8 @@ export interface ServiceDeps {
   readonly clock: Clock;
   readonly internalKey: string;
   readonly operatorToken: string | undefined;
+  /** The service's Prometheus registry, for its own gauges and counters. */
+  readonly metrics: ServiceMetrics;
 }
 
 /** What a service's wiring gives back: how callers are authenticated and what to close on stop. */
@@ -72,6 +76,8 @@ export interface ServiceWiring {
 export interface GrpcServiceOptions {
   readonly name: string;
   readonly port: number;
+  /** Port of the service's `/metrics` listener (0: any free port); undefined: no listener. */
+  readonly metricsPort?: number;
   readonly config: CommonConfig;
   /** Directory of the service's SQL migrations (Prisma layout). */
   readonly migrationsDir: string;
@@ -94,6 +100,9 @@ export interface RunningService {
   readonly port: number;
   readonly host: GrpcHost;
   readonly database: Database;
+  readonly metrics: ServiceMetrics;
+  /** The bound metrics port, when a metrics listener runs. */
+  readonly metricsPort: number | undefined;
   /** Graceful stop: NOT_SERVING, drain, close wiring, bus (if owned) and database. Idempotent. */
   stop(): Promise<void>;
 }
@@ -117,18 +126,34 @@ export async function startGrpcService(options: GrpcServiceOptions): Promise<Run
     logger.info({ applied: result.applied, schema: database.schema }, "migrations applied");
     if (result.newer.length > 0) logger.warn({ newer: result.newer }, "database has migrations newer than this build");
     bus = options.bus ?? (await openBus({ url: config.redisUrl, prefix: config.busPrefix, logger }));
-    const base = { database, bus, logger, clock, internalKey, operatorToken: config.operatorToken };
-    const host = new GrpcHost({ logger, authenticate: options.authenticate?.(base) });
+    const metrics = new ServiceMetrics(name);
+    const base = { database, bus, logger, clock, internalKey, operatorToken: config.operatorToken, metrics };
+    const host = new GrpcHost({
+      logger,
+      authenticate: options.authenticate?.(base),
+      observe: callObserver(metrics, logger.child({ log: "access" })),
+    });
     const wiring = await options.wire({ ...base, host });
     let port: number;
+    let metricsServer: MetricsServer | undefined;
     try {
       port = await host.listen(config.bindHost, options.port);
+      if (options.metricsPort !== undefined)
+        metricsServer = await serveMetrics(metrics.registry, config.bindHost, options.metricsPort);
     } catch (error) {
       await host.shutdown(0);
       await wiring.close?.();
       throw error;
     }
-    logger.info({ port, store: database.kind, bus: config.redisUrl ? "redis" : "in-process" }, `${name} listening`);
+    logger.info(
+      {
+        port,
+        metricsPort: metricsServer?.port,
+        store: database.kind,
+        bus: config.redisUrl ? "redis" : "in-process",
+      },
+      `${name} listening`,
+    );
     let stopping: Promise<void> | undefined;
     const openBusRef = bus;
     return {
@@ -136,9 +161,12 @@ export async function startGrpcService(options: GrpcServiceOptions): Promise<Run
       port,
       host,
       database,
+      metrics,
+      metricsPort: metricsServer?.port,
       stop() {
         stopping ??= (async () => {
           await host.shutdown(config.shutdownGraceMs);
+          await metricsServer?.close();
           await wiring.close?.();
           if (ownsBus) await openBusRef.close();
           await database.close();
