@@ -3,6 +3,7 @@
 // Kubernetes (and Prometheus Operator / Gateway API) schemas, and what matters asserted.
 import { join } from "node:path";
 import {
+  chartDir,
   defaultValues,
   exampleFiles,
   examplesDir,
@@ -12,7 +13,7 @@ import {
   type Values,
   withValue,
 } from "./chart";
-import { HelmError, helmLint, helmTemplate, helmVersion, type Manifest } from "./helm";
+import { HelmError, helm, helmLint, helmTemplate, helmVersion, type Manifest } from "./helm";
 
 const defaults = defaultValues();
 const example = (file: string) => mergeValues(defaults, readYaml(join(examplesDir, file)));
@@ -48,6 +49,10 @@ const cases: [string, Values][] = [
 describe("the real Helm", () => {
   test("is Helm 4 (the version the chart README states)", () => {
     expect(helmVersion()).toMatch(/^v4\.\d+\.\d+/);
+  });
+
+  test("helm show readme prints the chart's own README", () => {
+    expect(helm(["show", "readme", chartDir])).toMatch(/^# unimatrix \(Helm chart\)/);
   });
 
   test.each(cases)("helm lint --strict passes with %s", (_name, values) => {
