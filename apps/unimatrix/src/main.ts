@@ -15,7 +15,11 @@ async function main(): Promise<void> {
   const names = asked.length > 0 ? asked : [...SERVICE_NAMES];
   const launched = await launch(names);
   const store = launched.embedded ? "embedded PGlite under UMX_DATA_DIR" : "Postgres at DATABASE_URL";
-  const lines = launched.endpoints.map((e) => `  ${e.name.padEnd(9)} ${e.protocol}://127.0.0.1:${e.port}`);
+  const lines = launched.endpoints.map(
+    (e) =>
+      `  ${e.name.padEnd(9)} ${e.protocol}://127.0.0.1:${e.port}` +
+      (e.metricsPort === undefined ? "" : `   metrics http://127.0.0.1:${e.metricsPort}/metrics`),
+  );
   process.stdout.write(`unimatrix is up (${store}); Ctrl-C stops it\n${lines.join("\n")}\n`);
   stopOnSignals(() => launched.stop(), logger);
 }

@@ -49,6 +49,7 @@ const STARTERS: Record<string, Omit<ServiceEntry, keyof ServiceListing>> = {
         startCube({
           config: ctx.config,
           port: readConfig(cubeEnv, env).port,
+          metricsPort: readConfig(cubeEnv, env).metricsPort,
           bus: ctx.bus,
           logger: ctx.logger("cube"),
           schema: ctx.schema("cube"),
@@ -65,6 +66,7 @@ const STARTERS: Record<string, Omit<ServiceEntry, keyof ServiceListing>> = {
         startDevice({
           config: ctx.config,
           port: readConfig(deviceEnv, env).port,
+          metricsPort: readConfig(deviceEnv, env).metricsPort,
           bus: ctx.bus,
           logger: ctx.logger("device"),
           schema: ctx.schema("device"),
@@ -83,6 +85,7 @@ const STARTERS: Record<string, Omit<ServiceEntry, keyof ServiceListing>> = {
         return startPresence({
           config: ctx.config,
           port: readConfig(presenceEnv, env).port,
+          metricsPort: readConfig(presenceEnv, env).metricsPort,
           bus: ctx.bus,
           logger: ctx.logger("presence"),
           schema: ctx.schema("presence"),
@@ -110,6 +113,7 @@ const STARTERS: Record<string, Omit<ServiceEntry, keyof ServiceListing>> = {
           internalKey: resolveInternalKey(ctx.config),
           bus: ctx.bus,
           logger: ctx.logger("gateway"),
+          metricsPort: gateway.metricsPort,
         });
       },
     }),

@@ -21,6 +21,10 @@ async function startUnimatrix(env: NodeJS.ProcessEnv) {
       DEVICE_PORT: "0",
       PRESENCE_PORT: "0",
       GATEWAY_PORT: "0",
+      CUBE_METRICS_PORT: "0",
+      DEVICE_METRICS_PORT: "0",
+      PRESENCE_METRICS_PORT: "0",
+      GATEWAY_METRICS_PORT: "0",
       LOG_LEVEL: "warn",
       ...env,
     },
@@ -34,7 +38,7 @@ async function startUnimatrix(env: NodeJS.ProcessEnv) {
     child.stdout.on("data", (chunk: Buffer) => {
       output += chunk.toString();
       for (const match of output.matchAll(
-        /^ {2}(cube|device|presence|gateway)\s+(?:grpc|http):\/\/127\.0\.0\.1:(\d+)$/gm,
+        /^ {2}(cube|device|presence|gateway)\s+(?:grpc|http):\/\/127\.0\.0\.1:(\d+)\b/gm,
       )) {
         found[match[1]!] = Number(match[2]);
       }

@@ -35,7 +35,8 @@ export function exampleFiles(): string[] {
 export function templates(): Map<string, string> {
   const dir = join(chartDir, "templates");
   return new Map(
-    readdirSync(dir)
+    readdirSync(dir, { recursive: true, encoding: "utf8" })
+      .filter((file) => /\.(ya?ml|tpl|txt)$/.test(file))
       .sort()
       .map((file) => [file, readFileSync(join(dir, file), "utf8")]),
   );

@@ -1,32 +1,12 @@
-// Renders the chart with the test renderer (render.ts) and checks the manifests a cluster would get.
+// Renders the chart with the real Helm binary (helm.ts) and checks the manifests a cluster would get.
 import { join } from "node:path";
-import YAML from "yaml";
-import { chartDir, defaultValues, examplesDir, lookup, mergeValues, readYaml, type Values, withValue } from "./chart";
-import { goString, RenderError, Renderer } from "./render";
+import { defaultValues, examplesDir, lookup, mergeValues, readYaml, type Values, withValue } from "./chart";
+import { HelmError, helmNotes, helmTemplate, type Manifest } from "./helm";
 
-const renderer = new Renderer(chartDir);
 const defaults = defaultValues();
 const example = (file: string) => mergeValues(defaults, readYaml(join(examplesDir, file)));
 const minimal = example("minimal.yaml");
-
-interface Manifest extends Values {
-  kind: string;
-  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
-}
-
-/** Renders and parses every manifest (NOTES.txt aside); duplicate keys or bad YAML throw. */
-function manifests(values: Values): Manifest[] {
-  const out: Manifest[] = [];
-  for (const [file, text] of renderer.render(values)) {
-    if (!file.endsWith(".yaml")) continue;
-    for (const doc of YAML.parseAllDocuments(text, { uniqueKeys: true })) {
-      if (doc.errors.length > 0) throw new Error(`${file}: ${doc.errors.map((e) => e.message).join("; ")}\n${text}`);
-      const value = doc.toJS() as Manifest | null;
-      if (value) out.push(value);
-    }
-  }
-  return out;
-}
+const manifests = (values: Values) => helmTemplate(values);
 const get = (doc: unknown, path: string): unknown => lookup(doc, path.split(".")).value;
 const find = (docs: Manifest[], kind: string, name: string) => {
   const doc = docs.find((d) => d.kind === kind && d.metadata.name === name);
@@ -42,22 +22,11 @@ const count = (docs: Manifest[]) =>
     return acc;
   }, {});
 
-describe("the test renderer", () => {
-  test("prints YAML numbers the way Helm does (float64 %v) and integers plainly", () => {
-    expect(goString(7001)).toBe("7001");
-    expect(goString(604800000)).toBe("6.048e+08");
-    expect(goString(86400000)).toBe("8.64e+07");
-    expect(goString(0.5)).toBe("0.5");
-  });
-});
-
 describe("rendering", () => {
   test("values.yaml alone is refused, naming the missing setting", () => {
-    expect(() => renderer.render(defaults)).toThrow(RenderError);
-    expect(() => renderer.render(defaults)).toThrow(/secrets\.databaseUrl is required/);
-    expect(() => renderer.render(withValue(minimal, "secrets.internalKey", ""))).toThrow(
-      /secrets\.internalKey is required/,
-    );
+    expect(() => manifests(defaults)).toThrow(HelmError);
+    expect(() => manifests(defaults)).toThrow(/secrets\.databaseUrl is required/);
+    expect(() => manifests(withValue(minimal, "secrets.internalKey", ""))).toThrow(/secrets\.internalKey is required/);
   });
 
   test.each(["minimal.yaml", "existing-secret.yaml", "single-replica.yaml", "production.yaml"])(
@@ -82,6 +51,7 @@ describe("rendering", () => {
       Deployment: 4,
       Job: 1,
       NetworkPolicy: 4,
+      Pod: 1,
       PodDisruptionBudget: 4,
       Secret: 2,
       Service: 7,
@@ -100,12 +70,16 @@ describe("rendering", () => {
       const c = container(deployment);
       expect(c.args).toEqual([service]);
       expect(c.command).toBeUndefined();
-      expect(c.ports).toEqual([{ name: "grpc", containerPort: port, protocol: "TCP" }]);
+      expect(c.ports).toEqual([
+        { name: "grpc", containerPort: port, protocol: "TCP" },
+        { name: "metrics", containerPort: port + 2100, protocol: "TCP" },
+      ]);
       for (const probe of ["startupProbe", "livenessProbe", "readinessProbe"])
         expect(get(c, `${probe}.grpc`)).toEqual({ port });
       expect(get(deployment, "spec.replicas")).toBe(2);
-      expect(get(deployment, "spec.template.spec.terminationGracePeriodSeconds")).toBe(20);
-      expect(get(c, "lifecycle.preStop.exec.command")).toEqual(["sleep", "5"]);
+      // preStop 2 s + ceil((drain delay 5000 + grace 10000) / 1000) + margin 5.
+      expect(get(deployment, "spec.template.spec.terminationGracePeriodSeconds")).toBe(22);
+      expect(get(c, "lifecycle.preStop.exec.command")).toEqual(["sleep", "2"]);
       // The secrets, then the service's own settings from services.<name>.env.
       const own = Object.keys((get(minimal, `services.${service}.env`) ?? {}) as Values).sort(); // Helm ranges maps in key order
       expect(envOf(deployment).map((e) => e.name)).toEqual([
@@ -139,14 +113,20 @@ describe("rendering", () => {
       DEVICE_PORT: "7002",
       PRESENCE_PORT: "7003",
       GATEWAY_PORT: "8080",
-      CUBE_ADDRESS: "umx-unimatrix-cube:7001",
-      DEVICE_ADDRESS: "umx-unimatrix-device:7002",
-      PRESENCE_ADDRESS: "umx-unimatrix-presence:7003",
-      PRESENCE_CUBE_ADDRESS: "umx-unimatrix-cube:7001",
+      CUBE_METRICS_PORT: "9101",
+      DEVICE_METRICS_PORT: "9102",
+      PRESENCE_METRICS_PORT: "9103",
+      GATEWAY_METRICS_PORT: "9100",
+      // In-cluster clients dial the headless Services, so grpc-js balances over every pod.
+      CUBE_ADDRESS: "dns:///umx-unimatrix-cube-headless:7001",
+      DEVICE_ADDRESS: "dns:///umx-unimatrix-device-headless:7002",
+      PRESENCE_ADDRESS: "dns:///umx-unimatrix-presence-headless:7003",
+      PRESENCE_CUBE_ADDRESS: "dns:///umx-unimatrix-cube-headless:7001",
       LOG_LEVEL: "info",
       UMX_BIND_HOST: "0.0.0.0",
       UMX_BUS_PREFIX: "umx",
       UMX_DATA_DIR: "./data",
+      UMX_DRAIN_DELAY_MS: "5000",
       UMX_SHUTDOWN_GRACE_MS: "10000",
     });
   });
@@ -170,11 +150,11 @@ describe("rendering", () => {
       find(docs, "Deployment", "umx-unimatrix-cube"),
       "spec.template.spec.terminationGracePeriodSeconds",
     );
-    expect(grace).toBe(10 + 25 + 10);
+    expect(grace).toBe(10 + Math.ceil((5000 + 25000) / 1000) + 10);
     const odd = manifests(withValue(minimal, "config.env.UMX_SHUTDOWN_GRACE_MS", "12001"));
     expect(
       get(find(odd, "Deployment", "umx-unimatrix-device"), "spec.template.spec.terminationGracePeriodSeconds"),
-    ).toBe(5 + 13 + 5);
+    ).toBe(2 + Math.ceil((5000 + 12001) / 1000) + 5);
   });
 
   test("the chart's Secret holds the four settings; the migration hook Secret only the database URL", () => {
@@ -251,7 +231,7 @@ describe("rendering", () => {
       "services.cube.autoscaling.minReplicas",
       5,
     );
-    expect(() => renderer.render(withValue(bad, "services.cube.autoscaling.maxReplicas", 3))).toThrow(
+    expect(() => manifests(withValue(bad, "services.cube.autoscaling.maxReplicas", 3))).toThrow(
       "services.cube.autoscaling: minReplicas (5) is greater than maxReplicas (3)",
     );
   });
@@ -292,6 +272,7 @@ describe("rendering", () => {
     const cube = find(docs, "Service", "umx-unimatrix-cube");
     expect(get(cube, "spec.ports")).toEqual([
       { name: "grpc", port: 7001, targetPort: "grpc", protocol: "TCP", appProtocol: "grpc" },
+      { name: "metrics", port: 9101, targetPort: "metrics", protocol: "TCP", appProtocol: "http" },
     ]);
     expect(get(find(docs, "Service", "umx-unimatrix-cube-headless"), "spec.clusterIP")).toBe("None");
     const gateway = find(docs, "Service", "umx-unimatrix-gateway");
@@ -392,7 +373,7 @@ describe("rendering", () => {
   });
 
   test("NOTES.txt names the in-cluster addresses", () => {
-    const notes = renderer.render(minimal).get("NOTES.txt")!;
+    const notes = helmNotes(minimal);
     expect(notes).toContain("cube      grpc  umx-unimatrix-cube:7001");
     expect(notes).toContain("kubectl -n unimatrix port-forward svc/umx-unimatrix-gateway 8080");
   });

@@ -81,13 +81,16 @@ describe("templates", () => {
       ConfigMap: "v1",
       Deployment: "apps/v1",
       HorizontalPodAutoscaler: "autoscaling/v2",
+      HTTPRoute: "gateway.networking.k8s.io/v1",
       Ingress: "networking.k8s.io/v1",
       Job: "batch/v1",
       NetworkPolicy: "networking.k8s.io/v1",
+      Pod: "v1",
       PodDisruptionBudget: "policy/v1",
       Secret: "v1",
       Service: "v1",
       ServiceAccount: "v1",
+      ServiceMonitor: "monitoring.coreos.com/v1",
     });
   });
 });
@@ -166,12 +169,13 @@ describe("what the manifests say", () => {
     expect(files.get("_helpers.tpl")).toMatch(
       /add \.Values\.shutdown\.preStopSleepSeconds \(div \(add \$drainMs 999\) 1000\) \.Values\.shutdown\.extraGraceSeconds/,
     );
-    // The same formula over the default values and the schema's bounds.
+    // The same formula over the default values: the drain delay and the drain both count.
     const shutdown = values.shutdown as { preStopSleepSeconds: number; extraGraceSeconds: number };
-    const drainMs = Number((values.config as { env: Values }).env.UMX_SHUTDOWN_GRACE_MS);
+    const env = (values.config as { env: Values }).env;
+    const drainMs = Number(env.UMX_DRAIN_DELAY_MS) + Number(env.UMX_SHUTDOWN_GRACE_MS);
     const grace = shutdown.preStopSleepSeconds + Math.ceil(drainMs / 1000) + shutdown.extraGraceSeconds;
     expect(grace).toBeGreaterThan(shutdown.preStopSleepSeconds + drainMs / 1000);
-    expect(grace).toBe(20);
+    expect(grace).toBe(2 + 15 + 5);
   });
 
   test("Services declare appProtocol grpc (and a headless twin) for the gRPC services, http for the gateway", () => {

@@ -9,6 +9,8 @@ import { type Authenticate, GrpcHost } from "./grpc/host";
 import { createLogger } from "./logger";
 import type { Background, ServiceDeps } from "./service";
 import { type Database, openDatabase } from "./store/database";
+import { callObserver } from "./observe/calls";
+import { type MetricsServer, ServiceMetrics, serveMetrics } from "./observe/metrics";
 import { migrateDatabase } from "./store/migrations";
 
 /** The settings every service shares, as read by `readConfig(commonEnv)`. */
@@ -70,6 +72,8 @@ export interface ServiceWiring {
 export interface GrpcServiceOptions {
   readonly name: string;
   readonly port: number;
+  /** Port of the service's `/metrics` listener (0: any free port); undefined: no listener. */
+  readonly metricsPort?: number;
   readonly config: CommonConfig;
   /** Directory of the service's SQL migrations (Prisma layout). */
   readonly migrationsDir: string;
@@ -92,6 +96,9 @@ export interface RunningService {
   readonly port: number;
   readonly host: GrpcHost;
   readonly database: Database;
+  readonly metrics: ServiceMetrics;
+  /** The bound metrics port, when a metrics listener runs. */
+  readonly metricsPort: number | undefined;
   /** Graceful stop: NOT_SERVING, drain, stop timers, close wiring, bus (if owned) and database. Idempotent. */
   stop(): Promise<void>;
 }
@@ -152,19 +159,35 @@ export async function bootService(
     logger.info({ applied: result.applied, schema: database.schema }, "migrations applied");
     if (result.newer.length > 0) logger.warn({ newer: result.newer }, "database has migrations newer than this build");
     bus = options.bus ?? (await openBus({ url: config.redisUrl, prefix: config.busPrefix, logger }));
-    const deps: ServiceDeps = { database, bus, logger, clock, internalKey, operatorToken: config.operatorToken };
-    const booted = await wire(deps, (authenticate) => new GrpcHost({ logger, authenticate }));
+    const metrics = new ServiceMetrics(name);
+    const deps: ServiceDeps = {
+      database,
+      bus,
+      logger,
+      clock,
+      internalKey,
+      operatorToken: config.operatorToken,
+      metrics,
+    };
+    const observe = callObserver(metrics, logger.child({ log: "access" }));
+    const booted = await wire(deps, (authenticate) => new GrpcHost({ logger, authenticate, observe }));
     const { host } = booted;
     let port: number;
+    let metricsServer: MetricsServer | undefined;
     try {
       port = await host.listen(config.bindHost, options.port);
+      if (options.metricsPort !== undefined)
+        metricsServer = await serveMetrics(metrics.registry, config.bindHost, options.metricsPort);
     } catch (error) {
       await host.shutdown(0);
       await booted.close();
       throw error;
     }
     const timers = booted.background.map((job) => schedule(job, logger));
-    logger.info({ port, store: database.kind, bus: config.redisUrl ? "redis" : "in-process" }, `${name} listening`);
+    logger.info(
+      { port, metricsPort: metricsServer?.port, store: database.kind, bus: config.redisUrl ? "redis" : "in-process" },
+      `${name} listening`,
+    );
     let stopping: Promise<void> | undefined;
     const openBusRef = bus;
     return {
@@ -172,9 +195,12 @@ export async function bootService(
       port,
       host,
       database,
+      metrics,
+      metricsPort: metricsServer?.port,
       stop() {
         stopping ??= (async () => {
           await host.shutdown(config.shutdownGraceMs);
+          await metricsServer?.close();
           await Promise.all(timers.map((stop) => stop()));
           await booted.close();
           if (ownsBus) await openBusRef.close();

@@ -5,6 +5,7 @@ import type { EnvVar } from "./config";
 import type { Authenticate } from "./grpc/host";
 import { addRoutes, type Route } from "./grpc/route";
 import { bootService, type CommonConfig, type RunningService } from "./runtime";
+import type { ServiceMetrics } from "./observe/metrics";
 import type { Database } from "./store/database";
 
 /** What a service's wiring receives: everything the kit opened for it (the host comes after). */
@@ -15,6 +16,8 @@ export interface ServiceDeps {
   readonly clock: Clock;
   readonly internalKey: string;
   readonly operatorToken: string | undefined;
+  /** The service's Prometheus registry, for its own gauges and counters. */
+  readonly metrics: ServiceMetrics;
 }
 
 /** Periodic work the kit owns: run every `everyMs` (never overlapping itself), stopped before close. */
@@ -60,6 +63,8 @@ export interface StartServiceOptions<Config> {
   readonly config: CommonConfig;
   /** Port to listen on (0 = any); default: the service config's `port`, else 0. */
   readonly port?: number;
+  /** Port of the `/metrics` listener (0 = any); undefined: no listener (tests). */
+  readonly metricsPort?: number;
   /** Overrides of the service's own settings, over `manifest.readConfig(env)`. */
   readonly serviceConfig?: Partial<Config>;
   /** Environment the service config is read from (default: `process.env`). */
@@ -96,6 +101,7 @@ export async function startService<Config>(
     {
       name: manifest.name,
       port: options.port ?? (typeof configuredPort === "number" ? configuredPort : 0),
+      metricsPort: options.metricsPort,
       config: options.config,
       migrationsDir: manifest.migrationsDir,
       schema: options.schema,

@@ -7,6 +7,8 @@ import { type ServiceManifest, type StartServiceOptions, startService } from "./
 /** Anything a system starts: it listens on a port and stops. */
 export interface Startable {
   readonly port: number;
+  /** Port of its `/metrics` listener, when one runs. */
+  readonly metricsPort?: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -34,6 +36,8 @@ export interface Endpoint {
   readonly name: string;
   readonly protocol: "grpc" | "http";
   readonly port: number;
+  /** Port of its Prometheus `/metrics` listener, when one runs. */
+  readonly metricsPort: number | undefined;
 }
 
 /** A running system. */
@@ -107,7 +111,12 @@ export async function startParts(
         const part = group[i] as SystemPart;
         started.set(part.name, result.value);
         order.push(result.value);
-        endpoints.push({ name: part.name, protocol: part.protocol, port: result.value.port });
+        endpoints.push({
+          name: part.name,
+          protocol: part.protocol,
+          port: result.value.port,
+          metricsPort: result.value.metricsPort,
+        });
       });
       const failed = results.find((r) => r.status === "rejected");
       if (failed) throw (failed as PromiseRejectedResult).reason;

@@ -4,6 +4,12 @@ import { z } from "zod";
 /** Variables only the cube service reads. */
 export const cubeEnv = registerEnv({
   port: envVar("CUBE_PORT", "gRPC port of the cube service.", portSchema, "7001"),
+  metricsPort: envVar(
+    "CUBE_METRICS_PORT",
+    "Port of the cube service's Prometheus /metrics listener (never routed outside; not the public port).",
+    portSchema,
+    "9101",
+  ),
   storageBudgetBytes: envVar(
     "CUBE_STORAGE_BUDGET_BYTES",
     "Storage budget of the cube schema in bytes; a write that would grow the database past it fails with RESOURCE_EXHAUSTED. 0 = unlimited.",

@@ -3,6 +3,12 @@ import { type ConfigOf, envVar, millisSchema, portSchema, readConfig, registerEn
 /** Variables only the device service reads. */
 export const deviceEnv = registerEnv({
   port: envVar("DEVICE_PORT", "gRPC port of the device service.", portSchema, "7002"),
+  metricsPort: envVar(
+    "DEVICE_METRICS_PORT",
+    "Port of the device service's Prometheus /metrics listener (never routed outside; not the public port).",
+    portSchema,
+    "9102",
+  ),
   leaseSeconds: envVar(
     "DEVICE_LEASE_SECONDS",
     "Lifetime of a device connection lease in whole seconds (3-3600); each heartbeat extends it.",

@@ -17,6 +17,12 @@ const origins = z
 /** Variables only the gateway reads. */
 export const gatewayEnv = registerEnv({
   port: envVar("GATEWAY_PORT", "HTTP port of the gateway (Connect, SSE, MCP, health).", portSchema, "8080"),
+  metricsPort: envVar(
+    "GATEWAY_METRICS_PORT",
+    "Port of the gateway's Prometheus /metrics listener (never routed outside; not the public port).",
+    portSchema,
+    "9100",
+  ),
   cubeAddress: envVar("CUBE_ADDRESS", "host:port of the cube service's gRPC endpoint.", address, "127.0.0.1:7001"),
   deviceAddress: envVar(
     "DEVICE_ADDRESS",

@@ -1,5 +1,6 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, createContextKey, type HandlerContext } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { Metadata } from "@grpc/grpc-js";
 import {
   DomainError,
@@ -10,9 +11,11 @@ import {
   ResourceExhaustedError,
   requestIdFrom,
   signPrincipal,
+  TRACEPARENT_HEADER,
 } from "@unimatrix/service-kit";
 import type { EdgeAuthenticator, EdgeCaller } from "./auth";
 import type { RateLimiter } from "./rate-limit";
+import { currentRequest, recordOutcome } from "./request-context";
 import { INTERNAL_METHODS, PUBLIC_SERVICES, type Upstreams } from "./upstreams";
 
 /** What forwarding needs. */
@@ -29,6 +32,12 @@ export interface ForwardDeps {
 
 /** Any error on the way as a Connect error with the same code (the codes are gRPC's). */
 export function toConnectError(error: unknown): ConnectError {
+  const answer = asConnectError(error);
+  recordOutcome(codeToString(answer.code));
+  return answer;
+}
+
+function asConnectError(error: unknown): ConnectError {
   if (error instanceof ConnectError) return error;
   if (error instanceof DomainError) return new ConnectError(error.message, error.code as number as Code);
   if (isServiceError(error)) return new ConnectError(error.details, error.code as number as Code);
@@ -69,8 +78,10 @@ export function upstreamMetadata(
   requestId?: string | null,
 ): Metadata {
   const metadata = new Metadata();
+  const request = currentRequest();
   if (principal) metadata.set(PRINCIPAL_HEADER, signPrincipal(principal, internalKey));
-  metadata.set(REQUEST_ID_HEADER, requestIdFrom(requestId ?? undefined));
+  metadata.set(REQUEST_ID_HEADER, requestIdFrom(requestId ?? request?.requestId));
+  if (request?.traceparent) metadata.set(TRACEPARENT_HEADER, request.traceparent);
   return metadata;
 }
 

@@ -5,8 +5,8 @@ export class GatewayMetrics {
   readonly registry = new Registry();
   readonly requests = new Counter({
     name: "unimatrix_gateway_requests_total",
-    help: "Requests answered, by route, method and status code.",
-    labelNames: ["route", "method", "code"] as const,
+    help: "Requests answered, by route, method, HTTP status and Connect/gRPC code (rpc_code).",
+    labelNames: ["route", "method", "code", "rpc_code"] as const,
     registers: [this.registry],
   });
   readonly latency = new Histogram({

@@ -11,7 +11,11 @@ import {
   createClient,
   createLogger,
   type Logger,
+  REQUEST_ID_HEADER,
+  requestIdFrom,
+  serveMetrics,
   systemClock,
+  TRACEPARENT_HEADER,
   type TypedClient,
 } from "@unimatrix/service-kit";
 import { EdgeAuthenticator } from "./auth";
@@ -21,6 +25,7 @@ import { forwardingRoutes, PEER } from "./forward";
 import { mcpHandler } from "./mcp/handler";
 import { GatewayMetrics } from "./metrics";
 import { RateLimiter } from "./rate-limit";
+import { requestContextOf, withRequestContext } from "./request-context";
 import { cubeEvents, machineEvents, type SseDeps } from "./sse";
 import { isConsolePath, serveConsole } from "./static";
 import { openUpstreams, PUBLIC_SERVICES } from "./upstreams";
@@ -35,11 +40,15 @@ export interface GatewayOptions {
   readonly bus?: Bus;
   readonly logger?: Logger;
   readonly clock?: Clock;
+  /** Port of the `/metrics` listener (0: any free port); undefined: none. Never the public port. */
+  readonly metricsPort?: number;
 }
 
 /** A started gateway. */
 export interface RunningGateway {
   readonly port: number;
+  /** The bound metrics port, when a metrics listener runs. */
+  readonly metricsPort: number | undefined;
   readonly metrics: GatewayMetrics;
   readonly auth: EdgeAuthenticator;
   stop(): Promise<void>;
@@ -50,11 +59,12 @@ type Check = { readonly name: string; readonly ok: boolean; readonly detail?: st
 /**
  * Starts the gateway: Connect (JSON and binary) and gRPC-Web for every public RPC, forwarded over
  * gRPC as the authenticated caller; `/healthz` (the process is up), `/readyz` (services and bus
- * answer) and `/metrics` (Prometheus).
+ * answer); Prometheus `/metrics` on the separate metrics port only.
  */
 export async function startGateway(options: GatewayOptions): Promise<RunningGateway> {
   const { gateway } = options;
   const logger = options.logger ?? createLogger("gateway", options.config.logLevel);
+  const accessLog = logger.child({ log: "access" });
   const clock = options.clock ?? systemClock;
   const metrics = new GatewayMetrics();
   const upstreams = openUpstreams(gateway);
@@ -129,11 +139,6 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       const ready = checks.every((check) => check.ok);
       return json(response, ready ? 200 : 503, { status: ready ? "ready" : "not ready", checks });
     }
-    if (request.method === "GET" && path === "/metrics") {
-      const body = await metrics.registry.metrics();
-      response.writeHead(200, { "content-type": metrics.registry.contentType });
-      return response.end(body);
-    }
     if (path === "/mcp") return mcp.handle(request, response);
     if (request.method === "GET" && path === "/v1/machines/events") {
       return machineEvents(sse, request, response, new URL(request.url ?? "/", "http://gateway"));
@@ -162,17 +167,48 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       return json(response, 400, { code: "invalid_argument", message: "malformed request target" });
     }
     const label = routeLabel(path);
-    response.once("finish", () => {
+    // One request id for the whole request (the caller's when sane), returned and sent upstream.
+    const context = requestContextOf(
+      requestIdFrom(headerOf(request, REQUEST_ID_HEADER)),
+      headerOf(request, TRACEPARENT_HEADER),
+    );
+    request.headers[REQUEST_ID_HEADER] = context.requestId;
+    response.setHeader(REQUEST_ID_HEADER, context.requestId);
+    response.once("close", () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      metrics.requests.inc({ route: label, method: request.method ?? "", code: String(response.statusCode) });
+      const code = context.code ?? codeOfStatus(response.statusCode);
+      metrics.requests.inc({
+        route: label,
+        method: request.method ?? "",
+        code: String(response.statusCode),
+        rpc_code: code,
+      });
       metrics.latency.observe({ route: label, method: request.method ?? "" }, seconds);
+      if (label === "/healthz" || label === "/readyz") return;
+      accessLog.info(
+        {
+          route: label,
+          method: request.method,
+          status: response.statusCode,
+          code,
+          duration_ms: Math.round(seconds * 1e6) / 1e3,
+          request_id: context.requestId,
+          trace_id: context.traceId,
+        },
+        "request",
+      );
     });
     if (applyCors(gateway.corsOrigins, request, response)) return;
-    route(request, response, path).catch((error: unknown) => {
-      logger.error({ err: error, path }, "gateway request failed");
-      if (!response.headersSent) json(response, 500, { code: "internal", message: "internal error" });
-      else response.destroy();
-    });
+    withRequestContext(context, () =>
+      route(request, response, path).catch((error: unknown) => {
+        logger.error(
+          { err: error, path, request_id: context.requestId, trace_id: context.traceId },
+          "gateway request failed",
+        );
+        if (!response.headersSent) json(response, 500, { code: "internal", message: "internal error" });
+        else response.destroy();
+      }),
+    );
   });
   server.requestTimeout = 0; // streams (SSE, MCP) stay open; unary calls carry their own deadline
   await new Promise<void>((resolve, reject) => {
@@ -180,13 +216,19 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     server.listen(gateway.port, options.config.bindHost, resolve);
   });
   const port = (server.address() as AddressInfo).port;
-  logger.info({ port }, "gateway listening");
+  const metricsServer =
+    options.metricsPort === undefined
+      ? undefined
+      : await serveMetrics(metrics.registry, options.config.bindHost, options.metricsPort);
+  logger.info({ port, metricsPort: metricsServer?.port }, "gateway listening");
   let stopping: Promise<void> | undefined;
   return {
     port,
+    metricsPort: metricsServer?.port,
     metrics,
     auth,
     stop() {
+      void metricsServer?.close();
       stopping ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
         void mcp.close();
@@ -209,10 +251,28 @@ const PUBLIC_PATHS = new Set(
 /** A bounded metrics label for a path: public Connect paths are kept, others folded. */
 function routeLabel(path: string): string {
   if (PUBLIC_PATHS.has(path)) return path;
-  if (path === "/healthz" || path === "/readyz" || path === "/metrics" || path === "/mcp") return path;
+  if (path === "/healthz" || path === "/readyz" || path === "/mcp") return path;
   if (/^\/v1\/cubes\/[^/]+\/events$/.test(path)) return "/v1/cubes/{cube}/events";
   if (path === "/v1/machines/events") return path;
   return "other";
+}
+
+/** A single header value (the first when repeated). */
+function headerOf(request: IncomingMessage, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The Connect code an HTTP status stands for, when no RPC recorded its own (static files, SSE set-up, health). */
+function codeOfStatus(status: number): string {
+  if (status < 400) return "ok";
+  if (status === 400) return "invalid_argument";
+  if (status === 401) return "unauthenticated";
+  if (status === 403) return "permission_denied";
+  if (status === 404) return "not_found";
+  if (status === 429) return "resource_exhausted";
+  if (status === 503) return "unavailable";
+  return status >= 500 ? "internal" : "unknown";
 }
 
 function json(response: ServerResponse, status: number, body: unknown): void {

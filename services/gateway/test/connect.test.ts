@@ -193,11 +193,12 @@ describe("gateway: Connect/HTTP", () => {
     expect([status, body.code]).toEqual([429, "resource_exhausted"]);
   });
 
-  it("exports Prometheus metrics by route, method and code", async () => {
-    const text = await (await fetch(`${system.url}/metrics`)).text();
+  it("exports Prometheus metrics by route, method, status and Connect code on the metrics port only", async () => {
+    const text = await (await fetch(system.metricsUrl)).text();
     expect(text).toMatch(
-      /unimatrix_gateway_requests_total\{route="\/unimatrix\.cube\.v1\.CubeService\/ListCubes",method="POST",code="401"\} \d+/,
+      /unimatrix_gateway_requests_total\{route="\/unimatrix\.cube\.v1\.CubeService\/ListCubes",method="POST",code="401",rpc_code="unauthenticated"\} \d+/,
     );
+    expect((await fetch(`${system.url}/metrics`)).status).toBe(404);
     expect(text).toMatch(/unimatrix_gateway_request_duration_seconds_bucket/);
     expect(text).toMatch(/unimatrix_gateway_open_streams/);
   });

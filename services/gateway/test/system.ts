@@ -17,6 +17,8 @@ export const OPERATOR_TOKEN = "umx_operator_gatewaytest_0123456789abcdef";
 /** All four services on real Postgres (a schema each) and Redis (one prefix), gateway in front. */
 export interface System {
   readonly url: string;
+  /** The gateway's `/metrics`, on its own port. */
+  readonly metricsUrl: string;
   readonly gateway: RunningGateway;
   readonly cube: RunningService;
   readonly device: RunningService;
@@ -56,9 +58,11 @@ export async function startSystem(label: string, overrides: GatewayOverrides = {
     },
     internalKey: TEST_INTERNAL_KEY,
     logger,
+    metricsPort: 0,
   });
   return {
     url: `http://127.0.0.1:${gateway.port}`,
+    metricsUrl: `http://127.0.0.1:${gateway.metricsPort}/metrics`,
     gateway,
     cube,
     device,

@@ -9,6 +9,12 @@ const optionalText = commonEnv.bindHost.schema.optional();
 /** Variables only the presence service reads. */
 export const presenceEnv = registerEnv({
   port: envVar("PRESENCE_PORT", "gRPC port of the presence service.", portSchema, "7003"),
+  metricsPort: envVar(
+    "PRESENCE_METRICS_PORT",
+    "Port of the presence service's Prometheus /metrics listener (never routed outside; not the public port).",
+    portSchema,
+    "9103",
+  ),
   retentionMs: envVar(
     "PRESENCE_RETENTION_MS",
     "How long presence events are kept before reconcile prunes them and raises the tenant's floor.",

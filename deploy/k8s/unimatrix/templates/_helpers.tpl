@@ -67,6 +67,15 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- default (include "unimatrix.fullname" .) .Values.secrets.existingSecret }}
 {{- end }}
 
+{{/*
+gRPC target of a service for in-cluster clients: its headless Service through the dns resolver, so
+grpc-js sees every pod and balances per call (round_robin). Takes (dict "root" $ "component" "<name>").
+*/}}
+{{- define "unimatrix.grpcTarget" -}}
+{{- $svc := index .root.Values.services .component -}}
+{{- printf "dns:///%s-%s-headless:%d" (include "unimatrix.fullname" .root) .component (int $svc.port) }}
+{{- end }}
+
 {{/* host:port of a service inside the cluster. Takes (dict "root" $ "component" "<name>"). */}}
 {{- define "unimatrix.address" -}}
 {{- $svc := index .root.Values.services .component -}}
@@ -83,11 +92,11 @@ whole numbers are printed as integers instead.
 
 {{/*
 Seconds Kubernetes waits between the start of termination and SIGKILL: the preStop sleep, then
-the services' own drain (UMX_SHUTDOWN_GRACE_MS, rounded up), then a margin for closing Prisma and
-Redis. Always longer than the drain.
+the services' own drain delay and drain (UMX_DRAIN_DELAY_MS + UMX_SHUTDOWN_GRACE_MS, rounded up),
+then a margin for closing Prisma and Redis. Always longer than the drain.
 */}}
 {{- define "unimatrix.terminationGracePeriodSeconds" -}}
-{{- $drainMs := int64 .Values.config.env.UMX_SHUTDOWN_GRACE_MS }}
+{{- $drainMs := add (int64 (default 0 .Values.config.env.UMX_DRAIN_DELAY_MS)) (int64 .Values.config.env.UMX_SHUTDOWN_GRACE_MS) }}
 {{- add .Values.shutdown.preStopSleepSeconds (div (add $drainMs 999) 1000) .Values.shutdown.extraGraceSeconds }}
 {{- end }}
 

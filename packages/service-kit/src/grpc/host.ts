@@ -13,6 +13,8 @@ import type { Logger } from "pino";
 import type { Principal } from "../auth/principal";
 import { ShutdownReason, UnauthenticatedError, UnimplementedError } from "../errors";
 import { REQUEST_ID_HEADER, requestIdFrom } from "../logger";
+import type { CallObservation, CallObserver } from "../observe/calls";
+import { TRACEPARENT_HEADER } from "../observe/trace";
 import { serviceDefinition } from "./definition";
 import { HealthRegistry, healthImpl } from "./health";
 import { reflectionImpl } from "./reflection";
@@ -81,7 +83,17 @@ export interface GrpcHostOptions {
   readonly authenticate?: Authenticate;
   /** Largest accepted request message, bytes (default 4 MiB). */
   readonly maxReceiveMessageBytes?: number;
+  /** Watches every call (metrics, access log); see `callObserver`. */
+  readonly observe?: CallObserver;
 }
+
+/** grpc-js method kinds as the go-grpc-prometheus `grpc_type` label names them. */
+const GRPC_TYPES: Record<string, string> = {
+  unary: "unary",
+  server_streaming: "server_stream",
+  client_streaming: "client_stream",
+  bidi_streaming: "bidi_stream",
+};
 
 type AnyCall =
   | grpc.ServerUnaryCall<unknown, unknown>
@@ -98,6 +110,7 @@ export class GrpcHost {
   readonly #server: grpc.Server;
   readonly #logger: Logger;
   readonly #authenticate: Authenticate | undefined;
+  readonly #observe: CallObserver | undefined;
   readonly #services: DescService[] = [];
   readonly #open = new Set<AbortController>();
   #stopping = false;
@@ -105,6 +118,7 @@ export class GrpcHost {
   constructor(options: GrpcHostOptions) {
     this.#logger = options.logger;
     this.#authenticate = options.authenticate;
+    this.#observe = options.observe;
     this.#server = new grpc.Server({
       "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
       "grpc.keepalive_time_ms": 30_000,
@@ -160,10 +174,21 @@ export class GrpcHost {
     });
   }
 
-  #context(call: AnyCall, method: string): { ctx: CallContext; done: () => void } {
+  #context(
+    call: AnyCall,
+    method: string,
+    observed: { service: string; name: string; kind: string },
+  ): { ctx: CallContext; observation: CallObservation | undefined; done: () => void } {
     const controller = new AbortController();
     this.#open.add(controller);
     const requestId = requestIdFrom(call.metadata.get(REQUEST_ID_HEADER)[0]?.toString());
+    const observation = this.#observe?.({
+      service: observed.service,
+      method: observed.name,
+      type: GRPC_TYPES[observed.kind] ?? observed.kind,
+      requestId,
+      traceparent: call.metadata.get(TRACEPARENT_HEADER)[0]?.toString(),
+    });
     const deadline = call.getDeadline();
     const deadlineDate =
       deadline instanceof Date ? deadline : Number.isFinite(deadline) ? new Date(deadline) : undefined;
@@ -176,12 +201,18 @@ export class GrpcHost {
       method,
       metadata: call.metadata,
       requestId,
-      logger: this.#logger.child({ requestId, method }),
+      logger: this.#logger.child(
+        observation?.traceId ? { requestId, method, trace_id: observation.traceId } : { requestId, method },
+      ),
       signal: controller.signal,
       deadline: deadlineDate,
       abort: (reason?: unknown) => controller.abort(reason),
       principal() {
         principal ??= authenticate ? authenticate(call.metadata) : Promise.reject(new UnauthenticatedError());
+        principal.then(
+          (p) => observation?.principal(p.kind),
+          () => {},
+        );
         return principal;
       },
     };
@@ -190,6 +221,7 @@ export class GrpcHost {
     call.sendMetadata(responseMetadata);
     return {
       ctx,
+      observation,
       done: () => {
         events.removeListener("cancelled", onCancel);
         this.#open.delete(controller);
@@ -215,6 +247,7 @@ export class GrpcHost {
     const impl = fn ?? unimplemented;
     const logger = this.#logger;
     const fail = (error: unknown) => toCallStatus(error, logger, method);
+    const observed = { service: service.typeName, name, kind };
     switch (kind) {
       case "unary":
       case "client_streaming": {
@@ -223,18 +256,21 @@ export class GrpcHost {
           call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerReadableStream<unknown, unknown>,
           callback: grpc.sendUnaryData<unknown>,
         ) => {
-          const { ctx, done } = this.#context(call, method);
+          const { ctx, observation, done } = this.#context(call, method, observed);
           const request = single
             ? (call as grpc.ServerUnaryCall<unknown, unknown>).request
             : requestsOf(call as grpc.ServerReadableStream<unknown, unknown>);
           (impl as (r: unknown, c: CallContext) => Promise<unknown>)(request, ctx).then(
             (response) => {
               done();
+              observation?.end(grpc.status.OK);
               callback(null, create(output, response as never));
             },
             (error: unknown) => {
               done();
-              callback(fail(error));
+              const failure = fail(error);
+              observation?.end(failure.code);
+              callback(failure);
             },
           );
         };
@@ -242,19 +278,22 @@ export class GrpcHost {
       default: {
         const bidi = kind === "bidi_streaming";
         return (call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>) => {
-          const { ctx, done } = this.#context(call, method);
+          const { ctx, observation, done } = this.#context(call, method, observed);
           const source = bidi
             ? requestsOf(call as grpc.ServerDuplexStream<unknown, unknown>)
             : (call as grpc.ServerWritableStream<unknown, unknown>).request;
           const responses = (impl as (r: unknown, c: CallContext) => AsyncIterable<unknown>)(source, ctx);
-          pump(call, responses, output, ctx.signal).then(
+          pump(call, responses, output, ctx.signal, observation).then(
             () => {
               done();
+              observation?.end(call.cancelled ? grpc.status.CANCELLED : grpc.status.OK);
               if (!call.cancelled) call.end();
             },
             (error: unknown) => {
               done();
-              if (!call.cancelled) call.emit("error", fail(error));
+              const failure = fail(error);
+              observation?.end(call.cancelled ? grpc.status.CANCELLED : failure.code);
+              if (!call.cancelled) call.emit("error", failure);
             },
           );
         };
@@ -286,10 +325,13 @@ async function pump(
   responses: AsyncIterable<unknown>,
   output: DescMessage,
   signal: AbortSignal,
+  observation: CallObservation | undefined,
 ): Promise<void> {
   for await (const response of responses) {
     if (call.cancelled) break;
-    if (!call.write(create(output, response as never))) {
+    const written = call.write(create(output, response as never));
+    observation?.sent();
+    if (!written) {
       try {
         await once(call, "drain", { signal });
       } catch {
