@@ -172,10 +172,10 @@ describe("what the manifests say", () => {
     // The same formula over the default values: the drain delay and the drain both count.
     const shutdown = values.shutdown as { preStopSleepSeconds: number; extraGraceSeconds: number };
     const env = (values.config as { env: Values }).env;
-    const drainMs = Number(env.UMX_DRAIN_DELAY_MS) + Number(env.UMX_SHUTDOWN_GRACE_MS);
+    const drainMs = Number(env.UMX_DRAIN_DELAY_MS ?? 0) + Number(env.UMX_SHUTDOWN_GRACE_MS);
     const grace = shutdown.preStopSleepSeconds + Math.ceil(drainMs / 1000) + shutdown.extraGraceSeconds;
     expect(grace).toBeGreaterThan(shutdown.preStopSleepSeconds + drainMs / 1000);
-    expect(grace).toBe(2 + 15 + 5);
+    expect(grace).toBe(5 + 10 + 5);
   });
 
   test("Services declare appProtocol grpc (and a headless twin) for the gRPC services, http for the gateway", () => {

@@ -7,10 +7,10 @@ import { type Clock, systemClock } from "./clock";
 import { ConfigError, type ConfigOf, type commonEnv } from "./config";
 import { type Authenticate, GrpcHost } from "./grpc/host";
 import { createLogger } from "./logger";
-import type { Background, ServiceDeps } from "./service";
-import { type Database, openDatabase } from "./store/database";
 import { callObserver } from "./observe/calls";
 import { type MetricsServer, ServiceMetrics, serveMetrics } from "./observe/metrics";
+import type { Background, ServiceDeps } from "./service";
+import { type Database, openDatabase } from "./store/database";
 import { migrateDatabase } from "./store/migrations";
 
 /** The settings every service shares, as read by `readConfig(commonEnv)`. */

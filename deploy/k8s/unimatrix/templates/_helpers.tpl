@@ -96,7 +96,7 @@ the services' own drain delay and drain (UMX_DRAIN_DELAY_MS + UMX_SHUTDOWN_GRACE
 then a margin for closing Prisma and Redis. Always longer than the drain.
 */}}
 {{- define "unimatrix.terminationGracePeriodSeconds" -}}
-{{- $drainMs := add (int64 (default 0 .Values.config.env.UMX_DRAIN_DELAY_MS)) (int64 .Values.config.env.UMX_SHUTDOWN_GRACE_MS) }}
+{{- $drainMs := add (int64 (get .Values.config.env "UMX_DRAIN_DELAY_MS" | default 0)) (int64 .Values.config.env.UMX_SHUTDOWN_GRACE_MS) }}
 {{- add .Values.shutdown.preStopSleepSeconds (div (add $drainMs 999) 1000) .Values.shutdown.extraGraceSeconds }}
 {{- end }}
 
