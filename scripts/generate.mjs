@@ -11,7 +11,7 @@ const env = {
   ...process.env,
   // buf finds the local protoc-gen-es plugin on PATH.
   PATH: `${join(root, "node_modules", ".bin")}${delimiter}${process.env.PATH ?? ""}`,
-  // prisma generate only checks that an engine file exists (see TOOLCHAIN.md).
+  // prisma generate only checks that an engine file exists; no engine binary is downloaded or used.
   PRISMA_SCHEMA_ENGINE_BINARY: join(root, "scripts", "prisma-engine-stub", "schema-engine"),
   PRISMA_HIDE_UPDATE_MESSAGE: "1",
   CHECKPOINT_DISABLE: "1",

@@ -173,7 +173,7 @@ export function cubeEvents(
   );
 }
 
-/** `GET /v1/machines/events`: the presence watch contract of DESIGN §5. */
+/** `GET /v1/machines/events`: the presence watch contract (WatchMachines) over SSE. */
 export function machineEvents(deps: SseDeps, request: IncomingMessage, response: ServerResponse, url: URL) {
   const after = resumeCursor(request, url) ?? "";
   return serveStream(

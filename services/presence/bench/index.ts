@@ -1,6 +1,6 @@
 // Presence benchmark: snapshot of 10,000 machines, transition→watcher latency with 100 watchers
 // at 200 transitions/s, link churn throughput — each next to raw pg + raw Redis doing the same
-// writes and publishes in the same run. Needs the local Postgres and Redis (see TOOLCHAIN.md).
+// writes and publishes in the same run. Needs the local Postgres and Redis.
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";

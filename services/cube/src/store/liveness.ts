@@ -4,7 +4,7 @@ import { PING_TEXT } from "../rules/preview";
 import { insertNotifications } from "./notifications";
 import { inTransaction } from "./prisma";
 
-/** Thresholds of the liveness scan (DESIGN §3). */
+/** Thresholds of the liveness scan. */
 export const SILENT_MS = 10 * 60_000;
 export const COOLDOWN_MS = 10 * 60_000;
 export const MAX_PINGS = 3;
