@@ -83,6 +83,7 @@ export interface Cube {
   id: string;
   name: string;
   directive?: string;
+  taxonomyJson?: string;
   callerAccess?: string;
   createdAt?: string;
   updatedAt?: string;
@@ -92,6 +93,7 @@ export interface Role {
   id: string;
   name: string;
   shortDescription?: string;
+  detailedDescription?: string;
   roleClass?: string;
   isDefault?: boolean;
   mandatory?: boolean;
@@ -102,6 +104,7 @@ export interface Role {
 
 export interface Drone {
   id: string;
+  clientId?: string;
   roleId?: string;
   roleName?: string;
   label?: string;
@@ -154,6 +157,8 @@ export interface Machine {
   name: string;
   linked?: boolean;
   presenceChangedAt?: string;
+  createdAt?: string;
+  revokedAt?: string;
 }
 
 export interface Device {
@@ -175,3 +180,60 @@ export interface Placement {
   updatedAt?: string;
   activeRunId?: string;
 }
+
+/** An API client of the tenant (an agent host's credential holder). */
+export interface Client {
+  id: string;
+  name: string;
+  createdAt?: string;
+  credentialIssuedAt?: string;
+  revokedAt?: string;
+}
+
+/** A client's access on one cube. */
+export interface Grant {
+  clientId: string;
+  cubeId: string;
+  access?: string;
+  updatedAt?: string;
+}
+
+/** A single-use enroll token's metadata (never its plaintext). */
+export interface EnrollToken {
+  id: string;
+  label?: string;
+  createdAt?: string;
+  expiresAt?: string;
+}
+
+/** One row of the device context's audit trail. */
+export interface AuditEvent {
+  id: string;
+  eventType?: string;
+  deviceId?: string;
+  actorId?: string;
+  rootSessionId?: string;
+  enrollTokenId?: string;
+  detailJson?: string;
+  at?: string;
+}
+
+/** Every page of a list RPC (`pageToken` → `nextPageToken`), up to `limit` items. */
+export async function listAll<T>(
+  method: string,
+  body: Record<string, unknown>,
+  key: string,
+  token: string,
+  limit = 5000,
+): Promise<T[]> {
+  const items: T[] = [];
+  let pageToken = "";
+  do {
+    const page = await rpc<Record<string, unknown>>(method, { ...body, pageSize: 500, pageToken }, token);
+    items.push(...((page[key] as T[] | undefined) ?? []));
+    pageToken = String(page.nextPageToken ?? "");
+  } while (pageToken && items.length < limit);
+  return items;
+}
+
+export const IDENTITY = `${CUBE}.IdentityService`;

@@ -223,6 +223,9 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
         { class: "title-row" },
         h("h2", {}, cube.name),
         h("span", { class: "badge access" }, `${enumLabel(cube.callerAccess, "CUBE_ACCESS_")} access`),
+        cube.callerAccess === "CUBE_ACCESS_MANAGE"
+          ? h("a", { href: `#/cubes/${encodeURIComponent(cube.id)}/manage` }, "Manage cube")
+          : null,
       ),
       h("h3", { class: "label" }, "Directive"),
       cube.directive ? h("p", { class: "directive" }, cube.directive) : h("p", { class: "muted" }, "No directive yet."),

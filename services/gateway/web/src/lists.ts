@@ -1,13 +1,16 @@
-import { CUBE, type Cube, DEVICE, type Device, type Machine, type Placement, PRESENCE, rpc } from "./api";
-import { enumLabel, h, replace, time } from "./dom";
+import { type Machine, PRESENCE, rpc } from "./api";
+import { h, replace, time } from "./dom";
 import { openEventStream, type StreamState } from "./events";
+import { busy, FormErrors, field, secretBox } from "./forms";
 
+/** What every page gets from the shell. */
 export interface ListContext {
   readonly token: string;
   readonly setStreamState: (state: StreamState, detail: string) => void;
   readonly announce: (message: string) => void;
 }
 
+/** A page: its element, and what to stop when the page is left. */
 export interface View {
   readonly element: HTMLElement;
   dispose(): void;
@@ -17,81 +20,118 @@ function failure(e: unknown): HTMLElement {
   return h("p", { class: "error", role: "alert" }, (e as Error).message ?? String(e));
 }
 
-/** The cubes the signed-in principal can read. */
-export function cubesView(context: ListContext): View {
-  const body = h("div", {}, h("p", { class: "muted" }, "Loading cubes…"));
-  const element = h(
-    "section",
-    { class: "card", "aria-labelledby": "cubes-title" },
-    h("h2", { id: "cubes-title" }, "Cubes"),
-    body,
-  );
-  void (async () => {
-    try {
-      const cubes: Cube[] = [];
-      let pageToken = "";
-      do {
-        const page = await rpc<{ cubes?: Cube[]; nextPageToken?: string }>(
-          `${CUBE}.CubeService/ListCubes`,
-          { pageSize: 500, pageToken },
-          context.token,
-        );
-        cubes.push(...(page.cubes ?? []));
-        pageToken = page.nextPageToken ?? "";
-      } while (pageToken && cubes.length < 5000);
-      replace(
-        body,
-        cubes.length === 0
-          ? h("p", { class: "muted" }, "No cubes yet.")
-          : h(
-              "ul",
-              { class: "cube-list" },
-              cubes.map((cube) =>
-                h(
-                  "li",
-                  {},
-                  h("a", { href: `#/cubes/${encodeURIComponent(cube.id)}`, class: "cube-link" }, cube.name),
-                  h("span", { class: "badge access" }, enumLabel(cube.callerAccess, "CUBE_ACCESS_")),
-                  h(
-                    "p",
-                    { class: "muted directive-preview" },
-                    cube.directive ? cube.directive.slice(0, 200) : "No directive",
-                  ),
-                  h("div", { class: "muted" }, "Updated ", time(cube.updatedAt ?? cube.createdAt)),
-                ),
-              ),
-            ),
-      );
-    } catch (e) {
-      replace(body, failure(e));
-    }
-  })();
-  return { element, dispose() {} };
-}
-
 interface Presence {
   id: string;
   name: string;
   linked: boolean;
   changedAt?: string;
+  revoked?: boolean;
 }
 
-/** The tenant's machines, linked state kept live by `/v1/machines/events`. */
+/** The tenant's machines, linked state kept live by `/v1/machines/events`; register and revoke. */
 export function machinesView(context: ListContext): View {
   const machines = new Map<string, Presence>();
+  let confirming: string | undefined;
   const body = h("div", {}, h("p", { class: "muted" }, "Loading machines…"));
-  const element = h(
-    "section",
-    { class: "card", "aria-labelledby": "machines-title" },
-    h("h2", { id: "machines-title" }, "Machines"),
-    body,
+  const listError = h("p", { class: "error", role: "alert" });
+  const secrets = h("div", { class: "secrets" });
+  const name = field(
+    "Machine name",
+    h("input", { name: "name", required: true, maxlength: 200, autocomplete: "off" }),
+    "name",
+    "The host the machine daemon runs on, e.g. “build-01”. Unique among the tenant's machines.",
   );
+  const errors = new FormErrors([name]);
+  const submit = h("button", { type: "submit", class: "primary" }, "Register machine");
+  const form = h(
+    "form",
+    { class: "row-form", novalidate: true, "aria-labelledby": "register-title" },
+    name.element,
+    submit,
+    errors.form,
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    errors.clear();
+    if (!name.control.value.trim()) return void errors.at("name", "is required");
+    void busy(submit, async () => {
+      try {
+        const answer = await rpc<{ machine: Machine; token: string }>(
+          `${PRESENCE}.MachineService/RegisterMachine`,
+          { name: name.control.value.trim() },
+          context.token,
+        );
+        form.reset();
+        machines.set(answer.machine.id, { id: answer.machine.id, name: answer.machine.name, linked: false });
+        render();
+        secrets.replaceChildren(
+          secretBox(
+            `Machine ${answer.machine.name} registered`,
+            answer.token,
+            "This token is shown once. The machine daemon links with it (Authorization: Bearer <token>).",
+          ),
+        );
+        context.announce(`Machine ${answer.machine.name} registered; copy its token now`);
+      } catch (e) {
+        errors.show(e);
+      }
+    });
+  });
+  const revoke = async (m: Presence) => {
+    try {
+      await rpc(`${PRESENCE}.MachineService/RevokeMachine`, { machineId: m.id }, context.token);
+      machines.set(m.id, { ...m, linked: false, revoked: true });
+      confirming = undefined;
+      listError.textContent = "";
+      render();
+      context.announce(`Machine ${m.name} revoked`);
+    } catch (e) {
+      listError.textContent = (e as Error).message;
+    }
+  };
+  const actionCell = (m: Presence) => {
+    if (m.revoked) return h("span", { class: "badge warn" }, "revoked");
+    if (confirming === m.id)
+      return h(
+        "div",
+        { class: "row confirm" },
+        h("span", {}, `Revoke ${m.name}? Its token stops working and its link closes.`),
+        h("button", { type: "button", class: "small danger", onclick: () => void revoke(m) }, "Confirm revocation"),
+        h(
+          "button",
+          {
+            type: "button",
+            class: "small",
+            onclick: () => {
+              confirming = undefined;
+              render();
+            },
+          },
+          "Cancel",
+        ),
+      );
+    return h(
+      "button",
+      {
+        type: "button",
+        class: "small",
+        onclick: () => {
+          confirming = m.id;
+          render();
+        },
+      },
+      "Revoke",
+      h("span", { class: "sr-only" }, ` ${m.name}`),
+    );
+  };
   const render = () => {
     const list = [...machines.values()].sort((a, b) => a.name.localeCompare(b.name));
-    const linked = list.filter((m) => m.linked).length;
+    const active = list.filter((m) => !m.revoked);
+    const linked = active.filter((m) => m.linked).length;
     replace(
       body,
-      h("p", { class: "muted summary" }, `${linked} of ${list.length} linked`),
+      h("p", { class: "muted summary" }, `${linked} of ${active.length} linked`),
+      listError,
       list.length === 0
         ? h("p", { class: "muted" }, "No machines registered.")
         : h(
@@ -107,6 +147,7 @@ export function machinesView(context: ListContext): View {
                 h("th", { scope: "col" }, "Machine"),
                 h("th", { scope: "col" }, "State"),
                 h("th", { scope: "col" }, "Last change"),
+                h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")),
               ),
             ),
             h(
@@ -115,7 +156,7 @@ export function machinesView(context: ListContext): View {
               list.map((m) =>
                 h(
                   "tr",
-                  { "data-machine-id": m.id, "data-state": m.linked ? "linked" : "unlinked" },
+                  { "data-machine-id": m.id, "data-state": m.revoked ? "revoked" : m.linked ? "linked" : "unlinked" },
                   h("th", { scope: "row" }, m.name),
                   h(
                     "td",
@@ -124,6 +165,7 @@ export function machinesView(context: ListContext): View {
                     h("span", { class: "state" }, m.linked ? "linked" : "unlinked"),
                   ),
                   h("td", {}, time(m.changedAt)),
+                  h("td", {}, actionCell(m)),
                 ),
               ),
             ),
@@ -138,6 +180,7 @@ export function machinesView(context: ListContext): View {
       name: event.name ?? known?.name ?? event.machineId,
       linked,
       changedAt: event.at,
+      revoked: known?.revoked,
     });
     render();
     context.announce(`${event.name ?? "A machine"} ${linked ? "linked" : "unlinked"}`);
@@ -154,13 +197,13 @@ export function machinesView(context: ListContext): View {
         const snapshot = data as {
           items?: { machineId: string; name: string; linked?: boolean; changedAt?: string }[];
         };
-        machines.clear();
         for (const item of snapshot.items ?? []) {
           machines.set(item.machineId, {
             id: item.machineId,
             name: item.name,
             linked: item.linked ?? false,
             changedAt: item.changedAt,
+            revoked: machines.get(item.machineId)?.revoked,
           });
         }
         render();
@@ -183,135 +226,22 @@ export function machinesView(context: ListContext): View {
     },
     (e) => replace(body, failure(e)),
   );
-  return { element, dispose: () => stream.close() };
-}
-
-/** Devices with status, and a lookup of where a root session is placed. */
-export function devicesView(context: ListContext): View {
-  const body = h("div", {}, h("p", { class: "muted" }, "Loading devices…"));
-  const devices = new Map<string, Device>();
-  const input = h("input", {
-    id: "placement-session",
-    name: "rootSessionId",
-    required: true,
-    autocomplete: "off",
-    placeholder: "root session id",
-  });
-  const result = h("div", { role: "status", "aria-live": "polite", class: "placement-result" });
-  const lookup = async (event: Event) => {
-    event.preventDefault();
-    try {
-      const { placement } = await rpc<{ placement: Placement }>(
-        `${DEVICE}.PlacementService/GetPlacement`,
-        { rootSessionId: input.value.trim() },
-        context.token,
-      );
-      const device = placement.deviceId ? devices.get(placement.deviceId) : undefined;
-      replace(
-        result,
-        h(
-          "p",
-          {},
-          h("strong", {}, placement.rootSessionId),
-          " runs on ",
-          h("strong", {}, device?.displayName || placement.deviceId || "no device"),
-          ` (revision ${placement.rev ?? "?"}, placed `,
-          time(placement.placedAt),
-          ")",
-          placement.activeRunId ? ` · active run ${placement.activeRunId}` : "",
-        ),
-      );
-    } catch (e) {
-      replace(result, failure(e));
-    }
-  };
   const element = h(
     "div",
     { class: "stack" },
     h(
       "section",
-      { class: "card", "aria-labelledby": "devices-title" },
-      h("h2", { id: "devices-title" }, "Devices"),
-      body,
+      { class: "card", "aria-labelledby": "register-title" },
+      h("h2", { id: "register-title" }, "Register a machine"),
+      form,
+      secrets,
     ),
     h(
       "section",
-      { class: "card", "aria-labelledby": "placement-title" },
-      h("h2", { id: "placement-title" }, "Where is a root session placed?"),
-      h(
-        "form",
-        { class: "row", onsubmit: lookup },
-        h("label", { for: "placement-session" }, "Root session"),
-        input,
-        h("button", { type: "submit", class: "primary" }, "Look up"),
-      ),
-      result,
+      { class: "card", "aria-labelledby": "machines-title" },
+      h("h2", { id: "machines-title" }, "Machines"),
+      body,
     ),
   );
-  void (async () => {
-    try {
-      const answer = await rpc<{ devices?: Device[] }>(
-        `${DEVICE}.DeviceService/ListDevices`,
-        { pageSize: 500 },
-        context.token,
-      );
-      for (const d of answer.devices ?? []) devices.set(d.id, d);
-      const list = [...devices.values()];
-      replace(
-        body,
-        list.length === 0
-          ? h("p", { class: "muted" }, "No devices enrolled.")
-          : h(
-              "table",
-              {},
-              h("caption", { class: "sr-only" }, "Enrolled devices"),
-              h(
-                "thead",
-                {},
-                h(
-                  "tr",
-                  {},
-                  h("th", { scope: "col" }, "Device"),
-                  h("th", { scope: "col" }, "Platform"),
-                  h("th", { scope: "col" }, "Status"),
-                  h("th", { scope: "col" }, "Connection"),
-                  h("th", { scope: "col" }, "Enrolled"),
-                ),
-              ),
-              h(
-                "tbody",
-                {},
-                list.map((d) =>
-                  h(
-                    "tr",
-                    { "data-device-id": d.id },
-                    h("th", { scope: "row" }, d.displayName || d.id.slice(0, 8)),
-                    h("td", {}, enumLabel(d.platform, "DEVICE_PLATFORM_")),
-                    h(
-                      "td",
-                      {},
-                      h(
-                        "span",
-                        { class: `badge ${d.status === "DEVICE_STATUS_REVOKED" ? "warn" : ""}` },
-                        enumLabel(d.status, "DEVICE_STATUS_"),
-                      ),
-                      d.revokedReason ? h("div", { class: "muted" }, d.revokedReason) : null,
-                    ),
-                    h(
-                      "td",
-                      {},
-                      h("span", { class: `dot ${d.online ? "on" : "off"}`, "aria-hidden": "true" }),
-                      d.online ? "online" : "offline",
-                    ),
-                    h("td", {}, time(d.enrolledAt)),
-                  ),
-                ),
-              ),
-            ),
-      );
-    } catch (e) {
-      replace(body, failure(e));
-    }
-  })();
-  return { element, dispose() {} };
+  return { element, dispose: () => stream.close() };
 }

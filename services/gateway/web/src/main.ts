@@ -1,8 +1,13 @@
 import { ApiError, CUBE, rpc, session, tokenKind } from "./api";
+import { auditView } from "./audit-page";
+import { clientsView } from "./clients-page";
+import { cubeManageView } from "./cube-manage";
 import { cubeView } from "./cube-view";
+import { cubesView } from "./cubes-page";
+import { devicesView } from "./devices-page";
 import { h, refreshTimes, replace } from "./dom";
 import type { StreamState } from "./events";
-import { cubesView, devicesView, machinesView, type View } from "./lists";
+import { machinesView, type View } from "./lists";
 
 const main = document.getElementById("main") as HTMLElement;
 const nav = document.getElementById("nav") as HTMLElement;
@@ -91,7 +96,18 @@ function renderChrome(token: string | undefined) {
   const path = location.hash.replace(/^#/, "") || "/cubes";
   const link = (href: string, label: string) =>
     h("a", { href: `#${href}`, "aria-current": path.startsWith(href) ? "page" : undefined }, label);
-  replace(nav, token ? [link("/cubes", "Cubes"), link("/machines", "Machines"), link("/devices", "Devices")] : []);
+  replace(
+    nav,
+    token
+      ? [
+          link("/cubes", "Cubes"),
+          tokenKind(token) === "user" ? link("/clients", "Clients") : null,
+          link("/machines", "Machines"),
+          link("/devices", "Devices"),
+          link("/audit", "Audit"),
+        ]
+      : [],
+  );
   replace(
     account,
     token
@@ -123,7 +139,11 @@ function route() {
   const path = location.hash.replace(/^#/, "") || "/cubes";
   document.title = "Unimatrix console";
   if (!token) current = signInView();
+  else if (/^\/cubes\/[^/]+\/manage$/.test(path))
+    current = cubeManageView(decodeURIComponent(path.split("/")[2] as string), context);
   else if (path.startsWith("/cubes/")) current = cubeView(decodeURIComponent(path.slice("/cubes/".length)), context);
+  else if (path === "/clients") current = clientsView(context);
+  else if (path === "/audit") current = auditView(context);
   else if (path === "/machines") current = machinesView(context);
   else if (path === "/devices") current = devicesView(context);
   else current = cubesView(context);

@@ -1,0 +1,181 @@
+import { CUBE, type Cube, listAll, rpc } from "./api";
+import { enumLabel, h, replace, time } from "./dom";
+import { busy, FormErrors, field } from "./forms";
+import type { ListContext, View } from "./lists";
+
+/** The contract's limit on a directive and a taxonomy, in UTF-8 bytes. */
+export const MAX_DOCUMENT_BYTES = 100_000;
+
+/**
+ * The cube contract's taxonomy rules, checked as the admin types: the same messages the cube
+ * service answers with (`taxonomy_json: must be valid JSON` / `must be a JSON object`).
+ * Empty text means "no taxonomy" and is valid.
+ */
+export function taxonomyProblem(text: string): string | undefined {
+  if (text.trim() === "") return undefined;
+  if (new TextEncoder().encode(text).length > MAX_DOCUMENT_BYTES) return `must be at most ${MAX_DOCUMENT_BYTES} bytes`;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    return `must be valid JSON (${(e as Error).message})`;
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return "must be a JSON object";
+  return undefined;
+}
+
+/** The message kinds a taxonomy allows, as the cube service reads them (for the hint line). */
+export function taxonomyKinds(text: string): string[] {
+  if (taxonomyProblem(text) !== undefined || text.trim() === "") return [];
+  const parsed = JSON.parse(text) as Record<string, unknown>;
+  const kinds = parsed.kinds;
+  if (Array.isArray(kinds)) {
+    return kinds
+      .map((k) => (typeof k === "string" ? k : (k as { name?: unknown } | null)?.name))
+      .filter((k): k is string => typeof k === "string");
+  }
+  if (kinds && typeof kinds === "object") return Object.keys(kinds);
+  return Object.keys(parsed);
+}
+
+const TAXONOMY_HELP =
+  'Optional. A JSON object naming the message kinds drones may tag posts with, e.g. {"kinds": ["status", "blocker", "handoff"]}. Leave empty for none.';
+
+/** The directive and taxonomy fields with live taxonomy checking; used by create and edit. */
+export function cubeDocumentFields(directive = "", taxonomy = "") {
+  const directiveField = field(
+    "Directive",
+    h("textarea", { name: "directive", rows: 4 }, directive),
+    "directive",
+    "The team's standing instructions: every drone reads them when it takes a seat.",
+  );
+  const taxonomyField = field(
+    "Message taxonomy (JSON)",
+    h("textarea", { name: "taxonomy_json", rows: 5, spellcheck: "false", class: "code" }, taxonomy),
+    "taxonomy_json",
+    TAXONOMY_HELP,
+  );
+  const kinds = h("p", { class: "help kinds", "aria-live": "polite" });
+  const check = () => {
+    const text = taxonomyField.control.value;
+    const problem = taxonomyProblem(text);
+    taxonomyField.error.textContent = problem ?? "";
+    if (problem) taxonomyField.control.setAttribute("aria-invalid", "true");
+    else taxonomyField.control.removeAttribute("aria-invalid");
+    const list = taxonomyKinds(text);
+    kinds.textContent = list.length > 0 ? `Kinds: ${list.join(", ")}` : "";
+    return problem;
+  };
+  taxonomyField.control.addEventListener("input", check);
+  taxonomyField.element.append(kinds);
+  check();
+  return { directiveField, taxonomyField, check };
+}
+
+/** The cubes the signed-in principal can read, and a form to create one. */
+export function cubesView(context: ListContext): View {
+  const body = h("div", {}, h("p", { class: "muted" }, "Loading cubes…"));
+  const cubes: Cube[] = [];
+  const render = () =>
+    replace(
+      body,
+      cubes.length === 0
+        ? h("p", { class: "muted" }, "No cubes yet.")
+        : h(
+            "ul",
+            { class: "cube-list" },
+            cubes.map((cube) =>
+              h(
+                "li",
+                { "data-cube-id": cube.id },
+                h("a", { href: `#/cubes/${encodeURIComponent(cube.id)}`, class: "cube-link" }, cube.name),
+                h("span", { class: "badge access" }, enumLabel(cube.callerAccess, "CUBE_ACCESS_")),
+                cube.callerAccess === "CUBE_ACCESS_MANAGE"
+                  ? h(
+                      "a",
+                      { href: `#/cubes/${encodeURIComponent(cube.id)}/manage`, class: "manage-link" },
+                      "Manage",
+                      h("span", { class: "sr-only" }, ` ${cube.name}`),
+                    )
+                  : null,
+                h(
+                  "p",
+                  { class: "muted directive-preview" },
+                  cube.directive ? cube.directive.slice(0, 200) : "No directive",
+                ),
+                h("div", { class: "muted" }, "Updated ", time(cube.updatedAt ?? cube.createdAt)),
+              ),
+            ),
+          ),
+    );
+  const element = h(
+    "div",
+    { class: "stack" },
+    h("section", { class: "card", "aria-labelledby": "cubes-title" }, h("h2", { id: "cubes-title" }, "Cubes"), body),
+    createCubeForm(context, (cube) => {
+      cubes.push(cube);
+      render();
+    }),
+  );
+  void listAll<Cube>(`${CUBE}.CubeService/ListCubes`, {}, "cubes", context.token).then(
+    (list) => {
+      cubes.push(...list);
+      render();
+    },
+    (e) => replace(body, h("p", { class: "error", role: "alert" }, (e as Error).message)),
+  );
+  return { element, dispose() {} };
+}
+
+function createCubeForm(context: ListContext, created: (cube: Cube) => void): HTMLElement {
+  const name = field("Name", h("input", { name: "name", required: true, maxlength: 200, autocomplete: "off" }), "name");
+  const { directiveField, taxonomyField, check } = cubeDocumentFields();
+  const errors = new FormErrors([name, directiveField, taxonomyField]);
+  const submit = h("button", { type: "submit", class: "primary" }, "Create cube");
+  // One request key per form fill: a retried submit after a lost answer creates the cube once.
+  let requestKey = crypto.randomUUID();
+  const form = h(
+    "form",
+    { class: "stack-form", "aria-labelledby": "create-cube-title", novalidate: true },
+    name.element,
+    directiveField.element,
+    taxonomyField.element,
+    errors.form,
+    submit,
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    errors.clear();
+    if (!name.control.value.trim()) return void errors.at("name", "is required");
+    const problem = check();
+    if (problem) return void errors.at("taxonomy_json", problem);
+    void busy(submit, async () => {
+      try {
+        const taxonomy = taxonomyField.control.value.trim();
+        const { cube } = await rpc<{ cube: Cube }>(
+          `${CUBE}.CubeService/CreateCube`,
+          {
+            requestKey,
+            name: name.control.value.trim(),
+            directive: directiveField.control.value,
+            ...(taxonomy ? { taxonomyJson: taxonomy } : {}),
+          },
+          context.token,
+        );
+        requestKey = crypto.randomUUID();
+        form.reset();
+        check();
+        created(cube);
+        context.announce(`Cube ${cube.name} created`);
+      } catch (e) {
+        errors.show(e);
+      }
+    });
+  });
+  return h(
+    "section",
+    { class: "card", "aria-labelledby": "create-cube-title" },
+    h("h2", { id: "create-cube-title" }, "Create a cube"),
+    form,
+  );
+}
