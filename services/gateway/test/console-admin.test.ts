@@ -2,6 +2,9 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import { createClient } from "@unimatrix/service-kit";
+import { eventually } from "@unimatrix/service-kit/testing";
 import type { BrowserContext, Page } from "playwright-core";
 import { ARTIFACTS, checkPage, launchChromium, mcpAgent, tabTo } from "./console-browser";
 import { call, type System, seedTenant, startSystem } from "./system";
@@ -31,7 +34,9 @@ describe("console: running a tenant", () => {
   beforeAll(async () => {
     execFileSync(process.execPath, [join(GATEWAY, "scripts", "build-web.mjs")], { stdio: "ignore" });
     mkdirSync(ARTIFACTS, { recursive: true });
-    system = await startSystem("gw_console_admin");
+    // No auth cache: a rotated or revoked credential is refused on the very next call (by default
+    // the gateway may keep honouring it for up to GATEWAY_AUTH_CACHE_MS, at most 5 s).
+    system = await startSystem("gw_console_admin", { authCacheMs: 0 });
     acme = await seedTenant(system, "acme", 0);
     profile = mkdtempSync(join(tmpdir(), "umx-console-admin-"));
     browser = await launchChromium(profile);
@@ -168,5 +173,187 @@ describe("console: running a tenant", () => {
 
     const { grants } = await call<{ grants: { access: string }[] }>(system, `${IDENTITY}/ListCubeGrants`, { cubeId }, acme.user);
     expect(grants.map((g) => g.access).sort()).toEqual(["CUBE_ACCESS_READ", "CUBE_ACCESS_WRITE", "CUBE_ACCESS_WRITE", "CUBE_ACCESS_WRITE"]);
+  });
+
+  it("an agent pastes the token, attaches and posts, live in the console; rotating ends its session at once", async () => {
+    await page.getByRole("link", { name: "Cubes" }).click();
+    await page.getByRole("link", { name: "Manage release train" }).click();
+    const roleId = (name: string) => page.locator(`li[data-role-id]`).filter({ has: page.getByText(name, { exact: true }) }).first().getAttribute("data-role-id");
+    const queenRole = (await roleId("queen")) as string;
+    const queen = await mcpAgent(system.url, tokens.get("queen-host")!);
+    closers.push(queen.close);
+    const seat = await queen.tool("seat_attach", { cube_id: cubeId, role_id: queenRole });
+    expect(seat.role).toBe("queen");
+    const observer = await mcpAgent(system.url, tokens.get("observer")!);
+    closers.push(observer.close);
+    await observer.tool("seat_attach", { cube_id: cubeId, role_id: (await roleId("builder")) as string });
+    await expect(observer.tool("log_post", { message: "can I?" })).rejects.toThrow(/log_post/);
+
+    await page.getByRole("link", { name: "Open the cube" }).click();
+    await page.locator("#stream-status[data-state=live]").waitFor();
+    const posted = await queen.tool("log_post", { message: "builders: take one ticket each", kind: "status" });
+    await page.locator(`li[data-entry-id="${posted.id as string}"]`).getByText("builders: take one ticket each").waitFor();
+    await checkPage(page, "admin-05-cube-live");
+
+    await page.getByRole("link", { name: "Clients" }).click();
+    const item = clientItem("queen-host");
+    await item.getByRole("button", { name: "Rotate credential of queen-host" }).click();
+    await item.getByText(/every drone session it opened ends/).waitFor();
+    await item.getByRole("button", { name: "Confirm rotation" }).click();
+    const secret = page.getByRole("region", { name: "New token for queen-host" });
+    await secret.getByText(/The old token no longer works; 1 drone session ended/).waitFor();
+    const rotated = await secret.getByLabel("Token").inputValue();
+    expect(rotated).not.toBe(tokens.get("queen-host"));
+    await expect(queen.tool("log_post", { message: "still here?" })).rejects.toThrow();
+
+    // The new token, pasted into a fresh MCP session, works.
+    const again = await mcpAgent(system.url, rotated);
+    closers.push(again.close);
+    await again.tool("seat_attach", { cube_id: cubeId, role_id: queenRole });
+    await again.tool("log_post", { message: "back with the new token" });
+    tokens.set("queen-host", rotated);
+  });
+
+  it("shows each drone's sessions' state, evicts a drone (its agent is refused), and revokes a client", async () => {
+    const builder = await mcpAgent(system.url, tokens.get("builder-a")!);
+    closers.push(builder.close);
+    await page.getByRole("link", { name: "Cubes" }).click();
+    await page.getByRole("link", { name: "Manage release train" }).click();
+    const builderRole = await page.locator("li[data-role-id]").filter({ has: page.getByText("builder", { exact: true }) }).getAttribute("data-role-id");
+    const seat = await builder.tool("seat_attach", { cube_id: cubeId, role_id: builderRole });
+    await page.getByRole("button", { name: "Refresh seats" }).click();
+    const seats = page.getByRole("region", { name: /^Seats/ });
+    const row = (id: string) => seats.locator(`tr[data-drone-id="${id}"]`);
+    await row(seat.drone_id as string).waitFor();
+    // label : client : posture : sessions (why)
+    const states = await seats.locator("tr[data-drone-id]").evaluateAll((rows) =>
+      rows.map((r) => {
+        const cells = [...r.querySelectorAll("td")];
+        const why = cells[2]?.querySelector(".muted")?.textContent;
+        return `${r.querySelector("th")?.firstChild?.textContent}:${cells[0]?.textContent}:${cells[1]?.textContent}:${r.getAttribute("data-session-state")} (${why})`;
+      }),
+    );
+    expect(states.sort()).toEqual([
+      "builder-1:observer:observer:live (a session is open)",
+      "builder-2:builder-a:participant:live (a session is open)",
+      "queen-1:queen-host:participant:revoked (credential rotated)",
+      "queen-2:queen-host:participant:live (a session is open)",
+    ]);
+    await row(seat.drone_id as string).getByRole("button", { name: `Evict ${seat.label as string}` }).click();
+    await row(seat.drone_id as string).getByText("Its sessions end now.", { exact: false }).waitFor();
+    await checkPage(page, "admin-06-seats");
+    await row(seat.drone_id as string).getByRole("button", { name: "Confirm eviction" }).click();
+    await seats.locator(`tr[data-drone-id="${seat.drone_id as string}"][data-session-state=revoked]`).getByText("evicted", { exact: true }).waitFor();
+    await expect(builder.tool("log_post", { message: "evicted?" })).rejects.toThrow();
+
+    await page.getByRole("link", { name: "Clients" }).click();
+    const observer = clientItem("observer");
+    await observer.getByRole("button", { name: "Revoke observer" }).click();
+    await observer.getByRole("button", { name: "Confirm revocation" }).click();
+    await observer.getByText("revoked", { exact: true }).waitFor();
+    const { clients } = await call<{ clients: { name: string; revokedAt?: string }[] }>(system, `${IDENTITY}/ListClients`, { includeRevoked: true }, acme.user);
+    expect(clients.filter((c) => c.revokedAt).map((c) => c.name)).toEqual(["observer"]);
+    // Every step ran in the one document the admin signed in to: no full reload.
+    expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(42);
+  });
+
+  it("registers a machine (token once) that links with it, and revokes it", async () => {
+    await page.getByRole("link", { name: "Machines" }).click();
+    const register = page.getByRole("region", { name: "Register a machine" });
+    await register.getByLabel("Machine name").fill("build-01");
+    await register.getByRole("button", { name: "Register machine" }).click();
+    const token = await register.getByRole("region", { name: "Machine build-01 registered" }).getByLabel("Token").inputValue();
+    expect(token).toMatch(/^umx_machine_/);
+    const machines = createClient(LinkService, `127.0.0.1:${system.presence.port}`);
+    const link = machines.link({ metadata: { authorization: `Bearer ${token}` } });
+    link.call.on("error", () => {});
+    link.send({ event: { case: "hello", value: { agentVersion: "test", hostname: "build-01" } } });
+    const row = page.locator("tr[data-machine-id]", { hasText: "build-01" });
+    await page.locator("tr[data-machine-id][data-state=linked]", { hasText: "build-01" }).waitFor();
+    await checkPage(page, "admin-07-machines");
+    await row.getByRole("button", { name: "Revoke build-01" }).click();
+    await row.getByRole("button", { name: "Confirm revocation" }).click();
+    await page.locator("tr[data-machine-id][data-state=revoked]", { hasText: "build-01" }).waitFor();
+    // Revocation closes the machine's link and its token stops authenticating.
+    await eventually(async () => {
+      const { machines: list } = await call<{ machines: { name: string; linked?: boolean; revokedAt?: string }[] }>(
+        system,
+        "unimatrix.presence.v1.MachineService/ListMachines",
+        { includeRevoked: true },
+        acme.user,
+      );
+      return list.some((m) => m.name === "build-01" && m.revokedAt !== undefined && !m.linked);
+    }, "the machine to be revoked and unlinked");
+    link.cancel();
+    machines.close();
+  });
+
+  it("issues an enroll token (TTL, label), revokes a device with a reason, and filters the audit log", async () => {
+    await page.getByRole("link", { name: "Devices" }).click();
+    const enroll = page.getByRole("region", { name: "Enroll a device" });
+    await enroll.getByLabel("Valid for").selectOption("600");
+    await enroll.getByLabel("Label").fill("laptop");
+    await enroll.getByRole("button", { name: "Issue enroll token" }).click();
+    const token = await enroll.getByRole("region", { name: "Enroll token for laptop" }).getByLabel("Token").inputValue();
+    const listed = enroll.locator("li[data-enroll-token-id]", { hasText: "laptop" });
+    await listed.waitFor();
+    const { enrollTokens } = await call<{ enrollTokens: { label: string; createdAt: string; expiresAt: string }[] }>(
+      system,
+      "unimatrix.device.v1.EnrollmentService/ListEnrollTokens",
+      {},
+      acme.user,
+    );
+    const issued = enrollTokens.find((t) => t.label === "laptop")!;
+    expect(Date.parse(issued.expiresAt) - Date.parse(issued.createdAt)).toBe(600_000);
+    await enroll.getByLabel("Label").fill("spare");
+    await enroll.getByRole("button", { name: "Issue enroll token" }).click();
+    await enroll.locator("li[data-enroll-token-id]", { hasText: "spare" }).getByRole("button", { name: /^Revoke/ }).click();
+    await enroll.locator("li[data-enroll-token-id]", { hasText: "spare" }).waitFor({ state: "detached" });
+
+    const enrolled = await call<{ device: { id: string } }>(
+      system,
+      "unimatrix.device.v1.DeviceService/EnrollDevice",
+      { enrollToken: token, publicKey: "cHVibGljLWtleS1vZi1sYXB0b3AtOQ==", platform: "DEVICE_PLATFORM_LINUX", displayName: "laptop-9" },
+    );
+    await page.getByRole("link", { name: "Cubes" }).click();
+    await page.getByRole("link", { name: "Devices" }).click();
+    const row = page.locator(`tr[data-device-id="${enrolled.device.id}"]`);
+    await row.getByRole("button", { name: "Revoke laptop-9" }).click();
+    const revoke = row.getByRole("form", { name: "Revoke laptop-9" });
+    await revoke.getByRole("button", { name: "Revoke device" }).click();
+    await revoke.getByText("is required", { exact: true }).waitFor();
+    await checkPage(page, "admin-08-devices");
+    await revoke.getByLabel("Reason", { exact: true }).fill("laptop lost on a train");
+    await revoke.getByRole("button", { name: "Revoke device" }).click();
+    await row.locator(".reason", { hasText: "laptop lost on a train" }).waitFor();
+    expect(await row.locator(".badge").textContent()).toBe("revoked");
+
+    await page.getByRole("link", { name: "Audit" }).click();
+    const audit = page.getByRole("region", { name: "Audit log" });
+    await audit.locator("tr[data-type=AUDIT_EVENT_TYPE_DEVICE_REVOKED]").waitFor();
+    const types = () => audit.locator("tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-type")));
+    expect(await types()).toEqual([
+      "AUDIT_EVENT_TYPE_DEVICE_REVOKED",
+      "AUDIT_EVENT_TYPE_DEVICE_ENROLLED",
+      "AUDIT_EVENT_TYPE_ENROLL_TOKEN_REVOKED",
+      "AUDIT_EVENT_TYPE_ENROLL_TOKEN_ISSUED",
+      "AUDIT_EVENT_TYPE_ENROLL_TOKEN_ISSUED",
+    ]);
+    await audit.getByLabel("enroll token issued").check();
+    await audit.getByLabel("Device", { exact: true }).selectOption({ label: "laptop-9" });
+    await audit.getByRole("button", { name: "Apply filters" }).click();
+    await audit.getByText("0 events").waitFor();
+    await audit.getByLabel("enroll token issued").uncheck();
+    await audit.getByLabel("device revoked").check();
+    await audit.getByRole("button", { name: "Apply filters" }).click();
+    await audit.getByText("1 event", { exact: true }).waitFor();
+    expect(await types()).toEqual(["AUDIT_EVENT_TYPE_DEVICE_REVOKED"]);
+    // An upper bound before the lower one: the device service names `end_time`, shown at "Until".
+    await audit.getByLabel("From").fill("2026-01-02T00:00:00");
+    await audit.getByLabel("Until").fill("2026-01-01T00:00:00");
+    await audit.getByRole("button", { name: "Apply filters" }).click();
+    await audit.getByText("must not be before start_time").waitFor();
+    expect(await audit.getByLabel("Until").getAttribute("aria-invalid")).toBe("true");
+    await checkPage(page, "admin-09-audit");
   });
 });

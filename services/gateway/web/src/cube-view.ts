@@ -49,7 +49,8 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     h("h3", { id: "notices-title" }, "Notifications"),
     noticesList,
   );
-  const log = h("ol", { class: "log", role: "log", "aria-live": "polite", "aria-label": "Activity", id: "activity" });
+  // The live region wraps the list (a role on the <ol> itself would orphan its items).
+  const log = h("ol", { class: "log", id: "activity" });
   const composer = buildComposer();
   const element = h(
     "div",
@@ -63,7 +64,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
         "section",
         { class: "card activity", "aria-labelledby": "activity-title" },
         h("h3", { id: "activity-title" }, "Activity"),
-        log,
+        h("div", { role: "log", "aria-live": "polite", "aria-label": "Activity" }, log),
         composer.form,
       ),
       h("aside", { class: "side" }, seatBox, noticesBox, dronesBox, rolesBox, decisionsBox),

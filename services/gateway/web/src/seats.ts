@@ -36,7 +36,12 @@ export function seatsAdmin(
   const render = () => {
     replace(
       box,
-      h("h3", { id: "seats-title" }, `Seats (${drones.filter((d) => !d.evictedAt).length})`),
+      h(
+        "div",
+        { class: "title-row" },
+        h("h3", { id: "seats-title" }, `Seats (${drones.filter((d) => !d.evictedAt).length})`),
+        h("button", { type: "button", class: "small", onclick: () => void refresh() }, "Refresh seats"),
+      ),
       h(
         "p",
         { class: "help" },
