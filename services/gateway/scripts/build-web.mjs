@@ -25,7 +25,9 @@ const bundle = await build({
 });
 const js = bundle.outputFiles[0].text;
 // The base stylesheet, then the admin pages' (one file served, in this order).
-const css = (await Promise.all(["styles.css", "admin.css"].map((name) => readFile(join(web, name), "utf8")))).join("\n");
+const css = (await Promise.all(["styles.css", "admin.css"].map((name) => readFile(join(web, name), "utf8")))).join(
+  "\n",
+);
 const jsName = `app-${hash(js)}.js`;
 const cssName = `styles-${hash(css)}.css`;
 const html = (await readFile(join(web, "index.html"), "utf8")).replace("%JS%", jsName).replace("%CSS%", cssName);

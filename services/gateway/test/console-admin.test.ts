@@ -84,7 +84,12 @@ describe("console: running a tenant", () => {
     const link = page.getByRole("link", { name: "release train", exact: true });
     await link.waitFor();
     cubeId = (await page.locator(".cube-list li", { has: link }).getAttribute("data-cube-id")) as string;
-    const { cube } = await call<{ cube: { directive: string; taxonomyJson: string } }>(system, `${CUBE}/GetCube`, { cubeId }, acme.user);
+    const { cube } = await call<{ cube: { directive: string; taxonomyJson: string } }>(
+      system,
+      `${CUBE}/GetCube`,
+      { cubeId },
+      acme.user,
+    );
     expect(cube).toMatchObject({ directive: "Ship every Thursday.", taxonomyJson: '{"kinds": ["status", "blocker"]}' });
     await checkPage(page, "admin-02-cubes");
   });
@@ -137,10 +142,24 @@ describe("console: running a tenant", () => {
     await sections.getByRole("button", { name: "Apply" }).click();
     await sections.waitFor({ state: "detached" });
 
-    const { roles: stored } = await call<{ roles: Record<string, unknown>[] }>(system, `${CUBE}/ListRoles`, { cubeId }, acme.user);
+    const { roles: stored } = await call<{ roles: Record<string, unknown>[] }>(
+      system,
+      `${CUBE}/ListRoles`,
+      { cubeId },
+      acme.user,
+    );
     const byName = Object.fromEntries(stored.map((r) => [r.name, r]));
-    expect(byName.queen).toMatchObject({ roleClass: "ROLE_CLASS_QUEEN", receivesAllDirect: true, mandatory: true, canBroadcast: true });
-    expect(byName.builder).toMatchObject({ isDefault: true, shortDescription: "Builds and ships", detailedDescription: expect.stringContaining("## Checks\nRun the tests before posting.") });
+    expect(byName.queen).toMatchObject({
+      roleClass: "ROLE_CLASS_QUEEN",
+      receivesAllDirect: true,
+      mandatory: true,
+      canBroadcast: true,
+    });
+    expect(byName.builder).toMatchObject({
+      isDefault: true,
+      shortDescription: "Builds and ships",
+      detailedDescription: expect.stringContaining("## Checks\nRun the tests before posting."),
+    });
     expect(stored).toHaveLength(2);
     await checkPage(page, "admin-03-manage");
   });
@@ -158,10 +177,16 @@ describe("console: running a tenant", () => {
       await secret.getByText("Copied").waitFor();
       expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(token);
       const settings = JSON.parse(await secret.getByLabel("MCP settings").inputValue());
-      expect(settings.mcpServers.unimatrix).toEqual({ type: "http", url: `${system.url}/mcp`, headers: { Authorization: `Bearer ${token}` } });
+      expect(settings.mcpServers.unimatrix).toEqual({
+        type: "http",
+        url: `${system.url}/mcp`,
+        headers: { Authorization: `Bearer ${token}` },
+      });
       tokens.set(name, token);
       const grants = clientItem(name).locator(`tr[data-cube-id="${cubeId}"]`);
-      await grants.getByLabel("release train").selectOption(name === "observer" ? "CUBE_ACCESS_READ" : "CUBE_ACCESS_WRITE");
+      await grants
+        .getByLabel("release train")
+        .selectOption(name === "observer" ? "CUBE_ACCESS_READ" : "CUBE_ACCESS_WRITE");
       await grants.getByRole("button", { name: `Set access of ${name} to release train` }).click();
       await page.locator("#announcer", { hasText: `${name}: ` }).waitFor();
     }
@@ -171,14 +196,29 @@ describe("console: running a tenant", () => {
     expect(await issue.getByLabel("Client name").getAttribute("aria-invalid")).toBe("true");
     await checkPage(page, "admin-04-clients");
 
-    const { grants } = await call<{ grants: { access: string }[] }>(system, `${IDENTITY}/ListCubeGrants`, { cubeId }, acme.user);
-    expect(grants.map((g) => g.access).sort()).toEqual(["CUBE_ACCESS_READ", "CUBE_ACCESS_WRITE", "CUBE_ACCESS_WRITE", "CUBE_ACCESS_WRITE"]);
+    const { grants } = await call<{ grants: { access: string }[] }>(
+      system,
+      `${IDENTITY}/ListCubeGrants`,
+      { cubeId },
+      acme.user,
+    );
+    expect(grants.map((g) => g.access).sort()).toEqual([
+      "CUBE_ACCESS_READ",
+      "CUBE_ACCESS_WRITE",
+      "CUBE_ACCESS_WRITE",
+      "CUBE_ACCESS_WRITE",
+    ]);
   });
 
   it("an agent pastes the token, attaches and posts, live in the console; rotating ends its session at once", async () => {
     await page.getByRole("link", { name: "Cubes" }).click();
     await page.getByRole("link", { name: "Manage release train" }).click();
-    const roleId = (name: string) => page.locator(`li[data-role-id]`).filter({ has: page.getByText(name, { exact: true }) }).first().getAttribute("data-role-id");
+    const roleId = (name: string) =>
+      page
+        .locator(`li[data-role-id]`)
+        .filter({ has: page.getByText(name, { exact: true }) })
+        .first()
+        .getAttribute("data-role-id");
     const queenRole = (await roleId("queen")) as string;
     const queen = await mcpAgent(system.url, tokens.get("queen-host")!);
     closers.push(queen.close);
@@ -192,7 +232,10 @@ describe("console: running a tenant", () => {
     await page.getByRole("link", { name: "Open the cube" }).click();
     await page.locator("#stream-status[data-state=live]").waitFor();
     const posted = await queen.tool("log_post", { message: "builders: take one ticket each", kind: "status" });
-    await page.locator(`li[data-entry-id="${posted.id as string}"]`).getByText("builders: take one ticket each").waitFor();
+    await page
+      .locator(`li[data-entry-id="${posted.id as string}"]`)
+      .getByText("builders: take one ticket each")
+      .waitFor();
     await checkPage(page, "admin-05-cube-live");
 
     await page.getByRole("link", { name: "Clients" }).click();
@@ -219,7 +262,10 @@ describe("console: running a tenant", () => {
     closers.push(builder.close);
     await page.getByRole("link", { name: "Cubes" }).click();
     await page.getByRole("link", { name: "Manage release train" }).click();
-    const builderRole = await page.locator("li[data-role-id]").filter({ has: page.getByText("builder", { exact: true }) }).getAttribute("data-role-id");
+    const builderRole = await page
+      .locator("li[data-role-id]")
+      .filter({ has: page.getByText("builder", { exact: true }) })
+      .getAttribute("data-role-id");
     const seat = await builder.tool("seat_attach", { cube_id: cubeId, role_id: builderRole });
     await page.getByRole("button", { name: "Refresh seats" }).click();
     const seats = page.getByRole("region", { name: /^Seats/ });
@@ -239,11 +285,20 @@ describe("console: running a tenant", () => {
       "queen-1:queen-host:participant:revoked (credential rotated)",
       "queen-2:queen-host:participant:live (a session is open)",
     ]);
-    await row(seat.drone_id as string).getByRole("button", { name: `Evict ${seat.label as string}` }).click();
-    await row(seat.drone_id as string).getByText("Its sessions end now.", { exact: false }).waitFor();
+    await row(seat.drone_id as string)
+      .getByRole("button", { name: `Evict ${seat.label as string}` })
+      .click();
+    await row(seat.drone_id as string)
+      .getByText("Its sessions end now.", { exact: false })
+      .waitFor();
     await checkPage(page, "admin-06-seats");
-    await row(seat.drone_id as string).getByRole("button", { name: "Confirm eviction" }).click();
-    await seats.locator(`tr[data-drone-id="${seat.drone_id as string}"][data-session-state=revoked]`).getByText("evicted", { exact: true }).waitFor();
+    await row(seat.drone_id as string)
+      .getByRole("button", { name: "Confirm eviction" })
+      .click();
+    await seats
+      .locator(`tr[data-drone-id="${seat.drone_id as string}"][data-session-state=revoked]`)
+      .getByText("evicted", { exact: true })
+      .waitFor();
     await expect(builder.tool("log_post", { message: "evicted?" })).rejects.toThrow();
 
     await page.getByRole("link", { name: "Clients" }).click();
@@ -251,7 +306,12 @@ describe("console: running a tenant", () => {
     await observer.getByRole("button", { name: "Revoke observer" }).click();
     await observer.getByRole("button", { name: "Confirm revocation" }).click();
     await observer.getByText("revoked", { exact: true }).waitFor();
-    const { clients } = await call<{ clients: { name: string; revokedAt?: string }[] }>(system, `${IDENTITY}/ListClients`, { includeRevoked: true }, acme.user);
+    const { clients } = await call<{ clients: { name: string; revokedAt?: string }[] }>(
+      system,
+      `${IDENTITY}/ListClients`,
+      { includeRevoked: true },
+      acme.user,
+    );
     expect(clients.filter((c) => c.revokedAt).map((c) => c.name)).toEqual(["observer"]);
     // Every step ran in the one document the admin signed in to: no full reload.
     expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(42);
@@ -262,7 +322,10 @@ describe("console: running a tenant", () => {
     const register = page.getByRole("region", { name: "Register a machine" });
     await register.getByLabel("Machine name").fill("build-01");
     await register.getByRole("button", { name: "Register machine" }).click();
-    const token = await register.getByRole("region", { name: "Machine build-01 registered" }).getByLabel("Token").inputValue();
+    const token = await register
+      .getByRole("region", { name: "Machine build-01 registered" })
+      .getByLabel("Token")
+      .inputValue();
     expect(token).toMatch(/^umx_machine_/);
     const machines = createClient(LinkService, `127.0.0.1:${system.presence.port}`);
     const link = machines.link({ metadata: { authorization: `Bearer ${token}` } });
@@ -294,7 +357,10 @@ describe("console: running a tenant", () => {
     await enroll.getByLabel("Valid for").selectOption("600");
     await enroll.getByLabel("Label").fill("laptop");
     await enroll.getByRole("button", { name: "Issue enroll token" }).click();
-    const token = await enroll.getByRole("region", { name: "Enroll token for laptop" }).getByLabel("Token").inputValue();
+    const token = await enroll
+      .getByRole("region", { name: "Enroll token for laptop" })
+      .getByLabel("Token")
+      .inputValue();
     const listed = enroll.locator("li[data-enroll-token-id]", { hasText: "laptop" });
     await listed.waitFor();
     const { enrollTokens } = await call<{ enrollTokens: { label: string; createdAt: string; expiresAt: string }[] }>(
@@ -307,14 +373,18 @@ describe("console: running a tenant", () => {
     expect(Date.parse(issued.expiresAt) - Date.parse(issued.createdAt)).toBe(600_000);
     await enroll.getByLabel("Label").fill("spare");
     await enroll.getByRole("button", { name: "Issue enroll token" }).click();
-    await enroll.locator("li[data-enroll-token-id]", { hasText: "spare" }).getByRole("button", { name: /^Revoke/ }).click();
+    await enroll
+      .locator("li[data-enroll-token-id]", { hasText: "spare" })
+      .getByRole("button", { name: /^Revoke/ })
+      .click();
     await enroll.locator("li[data-enroll-token-id]", { hasText: "spare" }).waitFor({ state: "detached" });
 
-    const enrolled = await call<{ device: { id: string } }>(
-      system,
-      "unimatrix.device.v1.DeviceService/EnrollDevice",
-      { enrollToken: token, publicKey: "cHVibGljLWtleS1vZi1sYXB0b3AtOQ==", platform: "DEVICE_PLATFORM_LINUX", displayName: "laptop-9" },
-    );
+    const enrolled = await call<{ device: { id: string } }>(system, "unimatrix.device.v1.DeviceService/EnrollDevice", {
+      enrollToken: token,
+      publicKey: "cHVibGljLWtleS1vZi1sYXB0b3AtOQ==",
+      platform: "DEVICE_PLATFORM_LINUX",
+      displayName: "laptop-9",
+    });
     await page.getByRole("link", { name: "Cubes" }).click();
     await page.getByRole("link", { name: "Devices" }).click();
     const row = page.locator(`tr[data-device-id="${enrolled.device.id}"]`);

@@ -46,7 +46,16 @@ export interface AxeFinding {
 export async function seriousViolations(page: Page): Promise<AxeFinding[]> {
   await page.evaluate(AXE_SOURCE);
   return page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run(context: Document, options: object): Promise<{ violations: { id: string; impact?: string; help: string; nodes: { target: unknown[] }[] }[] }> } }).axe;
+    const axe = (
+      window as unknown as {
+        axe: {
+          run(
+            context: Document,
+            options: object,
+          ): Promise<{ violations: { id: string; impact?: string; help: string; nodes: { target: unknown[] }[] }[] }>;
+        };
+      }
+    ).axe;
     const result = await axe.run(document, { resultTypes: ["violations"] });
     return result.violations
       .filter((v) => v.impact === "serious" || v.impact === "critical")
@@ -61,9 +70,13 @@ export async function checkPage(page: Page, name: string): Promise<void> {
     // Nothing may stick out sideways at either width (the page scrolls only vertically).
     const overflow = await page.evaluate(() => {
       if (document.documentElement.scrollWidth <= window.innerWidth) return [];
-      const wide = [...document.querySelectorAll("body *")].filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1);
+      const wide = [...document.querySelectorAll("body *")].filter(
+        (e) => e.getBoundingClientRect().right > window.innerWidth + 1,
+      );
       // Only the outermost offenders: an element inside a wider one says nothing new.
-      return wide.filter((e) => !wide.includes(e.parentElement as Element)).map((e) => `${e.tagName.toLowerCase()}.${e.className}`);
+      return wide
+        .filter((e) => !wide.includes(e.parentElement as Element))
+        .map((e) => `${e.tagName.toLowerCase()}.${e.className}`);
     });
     expect({ name, width, overflow }).toEqual({ name, width, overflow: [] });
     await page.screenshot({ path: join(ARTIFACTS, `${name}-${width}.png`), fullPage: true });
@@ -73,7 +86,11 @@ export async function checkPage(page: Page, name: string): Promise<void> {
 }
 
 /** Presses Tab until `selector` has focus (at most `max` times); answers the focus ring's style. */
-export async function tabTo(page: Page, selector: string, max = 120): Promise<{ outlineStyle: string; outlineWidth: string }> {
+export async function tabTo(
+  page: Page,
+  selector: string,
+  max = 120,
+): Promise<{ outlineStyle: string; outlineWidth: string }> {
   for (let i = 0; i < max; i++) {
     await page.keyboard.press("Tab");
     const hit = await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector);

@@ -132,9 +132,9 @@ describe("gateway: web console", () => {
     await page.getByLabel("Access token").fill(consoleClient.token);
     await shot("01-sign-in");
     await page.getByRole("button", { name: "Sign in" }).click();
-    await page.getByRole("link", { name: "acme cube" }).waitFor();
+    await page.getByRole("link", { name: "acme cube", exact: true }).waitFor();
     await shot("01b-cubes");
-    await page.getByRole("link", { name: "acme cube" }).click();
+    await page.getByRole("link", { name: "acme cube", exact: true }).click();
     await page.getByRole("heading", { name: "acme cube" }).waitFor();
     expect(await page.evaluate(() => sessionStorage.getItem("umx.token"))).toBe(consoleClient.token);
     expect(page.url()).not.toContain(consoleClient.token);
@@ -245,7 +245,13 @@ describe("gateway: web console", () => {
     const row = page.locator(`tr[data-device-id="${enrolled.device.id}"]`);
     await row.waitFor();
     expect(await row.locator("th").textContent()).toBe("laptop-7");
-    expect(await row.locator("td").allTextContents()).toEqual(["linux", "active", "offline", "just now"]);
+    expect(await row.locator("td").allTextContents()).toEqual([
+      "linux",
+      "active",
+      "offline",
+      "just now",
+      "Revoke laptop-7",
+    ]);
 
     await page.getByLabel("Root session", { exact: true }).fill("root-session-1");
     await page.getByRole("button", { name: "Look up" }).click();
@@ -266,7 +272,7 @@ describe("gateway: web console", () => {
       acme.clients[2]!.token,
     );
     await page.getByRole("link", { name: "Cubes" }).click();
-    await page.getByRole("link", { name: "acme cube" }).click();
+    await page.getByRole("link", { name: "acme cube", exact: true }).click();
     await page.locator("#stream-status[data-state=live]").waitFor();
     const before = await page.locator("[role=log] li").count();
 
@@ -354,7 +360,7 @@ describe("gateway: web console", () => {
     expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
     await page.getByLabel("Access token").fill(acme.user);
     await page.keyboard.press("Enter");
-    await page.getByRole("link", { name: "acme cube" }).click();
+    await page.getByRole("link", { name: "acme cube", exact: true }).click();
     await page.getByRole("heading", { name: "Viewing as a user" }).waitFor();
     const direct = page.locator("[role=log] li.direct", { hasText: "for worker-1 only" });
     await direct.waitFor();

@@ -11,7 +11,8 @@ import {
   session,
   tokenKind,
 } from "./api";
-import { enumLabel, h, replace, time } from "./dom";
+import { buildComposer, noticesCard } from "./composer";
+import { enumLabel, h, replace } from "./dom";
 import { type EventStream, openEventStream, type StreamState } from "./events";
 import { decisionsCard, dronesPanel, entryItem, rolesPanel } from "./panels";
 
@@ -41,17 +42,18 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
   const rolesBox = h("section", { class: "card", "aria-labelledby": "roles-title" });
   const dronesBox = h("section", { class: "card", "aria-labelledby": "drones-title" });
   const decisionsBox = h("section", { class: "card", "aria-labelledby": "decisions-title" });
-  const notices: Notification[] = [];
-  const noticesList = h("ul", { class: "plain notices", "aria-label": "Notifications" });
-  const noticesBox = h(
-    "section",
-    { class: "card", "aria-labelledby": "notices-title", hidden: true },
-    h("h3", { id: "notices-title" }, "Notifications"),
-    noticesList,
-  );
-  // The live region wraps the list (a role on the <ol> itself would orphan its items).
+  const notices = noticesCard();
   const log = h("ol", { class: "log", id: "activity" });
-  const composer = buildComposer();
+  const composer = buildComposer({
+    cubeId,
+    actor: () => actor(),
+    posted: (entry) => {
+      clearError();
+      upsert(entry);
+      context.announce("Posted");
+    },
+    failed: (e) => showError(e),
+  });
   const element = h(
     "div",
     { class: "cube-view" },
@@ -67,7 +69,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
         h("div", { role: "log", "aria-live": "polite", "aria-label": "Activity" }, log),
         composer.form,
       ),
-      h("aside", { class: "side" }, seatBox, noticesBox, dronesBox, rolesBox, decisionsBox),
+      h("aside", { class: "side" }, seatBox, notices.box, dronesBox, rolesBox, decisionsBox),
     ),
   );
 
@@ -79,58 +81,6 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     error.hidden = true;
     error.textContent = "";
   };
-
-  function buildComposer() {
-    const message = h("textarea", {
-      id: "compose-message",
-      name: "message",
-      rows: 3,
-      required: true,
-      maxlength: 32768,
-      placeholder: "Write to the cube…",
-    });
-    const to = h("select", { id: "compose-to", name: "to" }, h("option", { value: "" }, "Everyone (broadcast)"));
-    const send = h("button", { type: "submit", class: "primary send" }, "Post");
-    const form = h(
-      "form",
-      { class: "composer", "aria-label": "Post to the cube" },
-      h("label", { for: "compose-message" }, "Message"),
-      message,
-      h("div", { class: "row" }, h("label", { for: "compose-to" }, "To"), to, send),
-    );
-    message.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
-    });
-    form.addEventListener("submit", async (event) => {
-      event.preventDefault();
-      const text = message.value;
-      if (!text.trim()) return;
-      send.disabled = true;
-      try {
-        const direct = to.value !== "";
-        const { entry } = await rpc<{ entry: Entry }>(
-          `${CUBE}.ActivityService/AppendEntry`,
-          {
-            cubeId,
-            message: text,
-            visibility: direct ? "VISIBILITY_DIRECT" : "VISIBILITY_BROADCAST",
-            recipientDroneIds: direct ? [to.value] : [],
-          },
-          actor(),
-        );
-        message.value = "";
-        clearError();
-        upsert(entry);
-        context.announce("Posted");
-      } catch (e) {
-        showError(e);
-      } finally {
-        send.disabled = false;
-        message.focus();
-      }
-    });
-    return { form, message, to, send };
-  }
 
   const droneLabel = (id: string | undefined) => {
     if (!id) return "someone";
@@ -180,23 +130,8 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     if (notification.text) context.announce(notification.text);
   }
 
-  /** The seat's notifications, newest first (the last 20). */
   function listNotification(notification: Notification) {
-    if (notices.some((n) => n.id === notification.id)) return;
-    notices.unshift(notification);
-    notices.length = Math.min(notices.length, 20);
-    noticesBox.hidden = false;
-    replace(
-      noticesList,
-      notices.map((n) =>
-        h(
-          "li",
-          { "data-notification-id": n.id },
-          h("span", { class: "notice-text" }, n.text ?? ""),
-          h("div", { class: "muted" }, n.actorRoleName ?? "", n.actorRoleName ? " · " : "", time(n.createdAt)),
-        ),
-      ),
-    );
+    notices.add(notification);
   }
 
   async function act(method: "AckEntry" | "ClaimEntry" | "ReleaseClaim", entry: Entry) {
@@ -418,9 +353,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     stream?.close();
     log.replaceChildren();
     entries.clear();
-    notices.length = 0;
-    noticesBox.hidden = true;
-    noticesList.replaceChildren();
+    notices.clear();
     void backfill().then(
       (cursor) => !disposed && startStream(cursor || after),
       (e) => {

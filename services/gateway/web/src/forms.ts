@@ -100,7 +100,8 @@ export class FormErrors {
     const named = fieldOf(message);
     if (named && this.at(named.field, named.reason)) return;
     // A taken name (ALREADY_EXISTS) names no field in its message, but it is about the name.
-    if (e instanceof ApiError && e.code === "already_exists" && /\bname\b/.test(message) && this.at("name", message)) return;
+    if (e instanceof ApiError && e.code === "already_exists" && /\bname\b/.test(message) && this.at("name", message))
+      return;
     this.form.textContent = e instanceof ApiError ? `${message} (${e.code.replaceAll("_", " ")})` : message;
   }
 }
