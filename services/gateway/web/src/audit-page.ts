@@ -1,5 +1,5 @@
 import { type AuditEvent, DEVICE, type Device, listAll, rpc } from "./api";
-import { enumLabel, h, time } from "./dom";
+import { cards, enumLabel, h, time } from "./dom";
 import { busy, type Field, FormErrors, field, flag } from "./forms";
 import type { ListContext, View } from "./lists";
 
@@ -102,6 +102,7 @@ export function auditView(context: ListContext): View {
       shown = 0;
     }
     for (const e of answer.events ?? []) rows.append(row(e));
+    cards(rows.closest("table") as HTMLTableElement);
     shown += answer.events?.length ?? 0;
     nextPageToken = answer.nextPageToken ?? "";
     more.hidden = nextPageToken === "";

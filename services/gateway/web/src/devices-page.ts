@@ -1,5 +1,5 @@
 import { DEVICE, type Device, listAll, type Placement, rpc } from "./api";
-import { enumLabel, h, replace, time } from "./dom";
+import { cards, enumLabel, h, replace, time } from "./dom";
 import { enrollCard } from "./enroll";
 import { busy, FormErrors, field, uid } from "./forms";
 import type { ListContext, View } from "./lists";
@@ -73,67 +73,69 @@ export function devicesView(context: ListContext): View {
       body,
       list.length === 0
         ? h("p", { class: "muted" }, "No devices enrolled.")
-        : h(
-            "table",
-            {},
-            h("caption", { class: "sr-only" }, "Enrolled devices"),
+        : cards(
             h(
-              "thead",
+              "table",
               {},
+              h("caption", { class: "sr-only" }, "Enrolled devices"),
               h(
-                "tr",
+                "thead",
                 {},
-                ["Device", "Platform", "Status", "Connection", "Enrolled"].map((t) => h("th", { scope: "col" }, t)),
-                h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")),
-              ),
-            ),
-            h(
-              "tbody",
-              {},
-              list.map((d) => {
-                const revoked = d.status === "DEVICE_STATUS_REVOKED";
-                const name = d.displayName || d.id.slice(0, 8);
-                return h(
+                h(
                   "tr",
-                  { "data-device-id": d.id },
-                  h("th", { scope: "row" }, name),
-                  h("td", {}, enumLabel(d.platform, "DEVICE_PLATFORM_")),
-                  h(
-                    "td",
-                    {},
-                    h("span", { class: `badge ${revoked ? "warn" : ""}` }, enumLabel(d.status, "DEVICE_STATUS_")),
-                    d.revokedReason ? h("div", { class: "muted reason" }, d.revokedReason) : null,
-                  ),
-                  h(
-                    "td",
-                    {},
-                    h("span", { class: `dot ${d.online ? "on" : "off"}`, "aria-hidden": "true" }),
-                    d.online ? "online" : "offline",
-                  ),
-                  h("td", {}, time(d.enrolledAt)),
-                  h(
-                    "td",
-                    { class: "actions" },
-                    revoked
-                      ? null
-                      : revoking === d.id
-                        ? revokeForm(d)
-                        : h(
-                            "button",
-                            {
-                              type: "button",
-                              class: "small",
-                              onclick: () => {
-                                revoking = d.id;
-                                render();
+                  {},
+                  ["Device", "Platform", "Status", "Connection", "Enrolled"].map((t) => h("th", { scope: "col" }, t)),
+                  h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")),
+                ),
+              ),
+              h(
+                "tbody",
+                {},
+                list.map((d) => {
+                  const revoked = d.status === "DEVICE_STATUS_REVOKED";
+                  const name = d.displayName || d.id.slice(0, 8);
+                  return h(
+                    "tr",
+                    { "data-device-id": d.id },
+                    h("th", { scope: "row" }, name),
+                    h("td", {}, enumLabel(d.platform, "DEVICE_PLATFORM_")),
+                    h(
+                      "td",
+                      {},
+                      h("span", { class: `badge ${revoked ? "warn" : ""}` }, enumLabel(d.status, "DEVICE_STATUS_")),
+                      d.revokedReason ? h("div", { class: "muted reason" }, d.revokedReason) : null,
+                    ),
+                    h(
+                      "td",
+                      {},
+                      h("span", { class: `dot ${d.online ? "on" : "off"}`, "aria-hidden": "true" }),
+                      d.online ? "online" : "offline",
+                    ),
+                    h("td", {}, time(d.enrolledAt)),
+                    h(
+                      "td",
+                      { class: "actions" },
+                      revoked
+                        ? null
+                        : revoking === d.id
+                          ? revokeForm(d)
+                          : h(
+                              "button",
+                              {
+                                type: "button",
+                                class: "small",
+                                onclick: () => {
+                                  revoking = d.id;
+                                  render();
+                                },
                               },
-                            },
-                            "Revoke",
-                            h("span", { class: "sr-only" }, ` ${name}`),
-                          ),
-                  ),
-                );
-              }),
+                              "Revoke",
+                              h("span", { class: "sr-only" }, ` ${name}`),
+                            ),
+                    ),
+                  );
+                }),
+              ),
             ),
           ),
     );

@@ -60,3 +60,19 @@ export function enumLabel(value: string | undefined, prefix: string): string {
   if (!value) return "unspecified";
   return value.replace(prefix, "").toLowerCase().replaceAll("_", " ");
 }
+
+/**
+ * Marks a table to become one card per row on narrow screens: each body cell gets its column's
+ * heading as `data-label`, which the stylesheet shows before the value. Answers the table.
+ */
+export function cards<T extends HTMLTableElement>(table: T): T {
+  table.classList.add("cards");
+  const headings = [...table.querySelectorAll("thead th")].map((th) => th.textContent?.trim() ?? "");
+  for (const row of table.querySelectorAll("tbody tr")) {
+    [...row.children].forEach((cell, i) => {
+      const label = headings[i];
+      if (label && cell.tagName === "TD") cell.setAttribute("data-label", label);
+    });
+  }
+  return table;
+}

@@ -121,7 +121,7 @@ export function secretBox(
     const id = uid("secret");
     const status = h("span", { class: "copy-status", role: "status" });
     const control = multiline
-      ? h("textarea", { id, readonly: true, rows: text.split("\n").length, spellcheck: "false" }, text)
+      ? h("textarea", { id, readonly: true, rows: text.split("\n").length + 2, spellcheck: "false" }, text)
       : h("input", { id, readonly: true, value: text, spellcheck: "false", autocomplete: "off" });
     return h(
       "div",
@@ -145,7 +145,7 @@ export function secretBox(
               }
             },
           },
-          `Copy ${label.toLowerCase()}`,
+          `Copy ${label === "Token" ? "token" : label}`,
         ),
         status,
       ),

@@ -1,5 +1,5 @@
 import { type Machine, PRESENCE, rpc } from "./api";
-import { h, replace, time } from "./dom";
+import { cards, h, replace, time } from "./dom";
 import { openEventStream, type StreamState } from "./events";
 import { busy, FormErrors, field, secretBox } from "./forms";
 
@@ -134,38 +134,40 @@ export function machinesView(context: ListContext): View {
       listError,
       list.length === 0
         ? h("p", { class: "muted" }, "No machines registered.")
-        : h(
-            "table",
-            { class: "machines" },
-            h("caption", { class: "sr-only" }, "Machines and their link state"),
+        : cards(
             h(
-              "thead",
-              {},
+              "table",
+              { class: "machines" },
+              h("caption", { class: "sr-only" }, "Machines and their link state"),
               h(
-                "tr",
+                "thead",
                 {},
-                h("th", { scope: "col" }, "Machine"),
-                h("th", { scope: "col" }, "State"),
-                h("th", { scope: "col" }, "Last change"),
-                h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")),
-              ),
-            ),
-            h(
-              "tbody",
-              {},
-              list.map((m) =>
                 h(
                   "tr",
-                  { "data-machine-id": m.id, "data-state": m.revoked ? "revoked" : m.linked ? "linked" : "unlinked" },
-                  h("th", { scope: "row" }, m.name),
+                  {},
+                  h("th", { scope: "col" }, "Machine"),
+                  h("th", { scope: "col" }, "State"),
+                  h("th", { scope: "col" }, "Last change"),
+                  h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")),
+                ),
+              ),
+              h(
+                "tbody",
+                {},
+                list.map((m) =>
                   h(
-                    "td",
-                    {},
-                    h("span", { class: `dot ${m.linked ? "on" : "off"}`, "aria-hidden": "true" }),
-                    h("span", { class: "state" }, m.linked ? "linked" : "unlinked"),
+                    "tr",
+                    { "data-machine-id": m.id, "data-state": m.revoked ? "revoked" : m.linked ? "linked" : "unlinked" },
+                    h("th", { scope: "row" }, m.name),
+                    h(
+                      "td",
+                      {},
+                      h("span", { class: `dot ${m.linked ? "on" : "off"}`, "aria-hidden": "true" }),
+                      h("span", { class: "state" }, m.linked ? "linked" : "unlinked"),
+                    ),
+                    h("td", {}, time(m.changedAt)),
+                    h("td", {}, actionCell(m)),
                   ),
-                  h("td", {}, time(m.changedAt)),
-                  h("td", {}, actionCell(m)),
                 ),
               ),
             ),

@@ -1,5 +1,5 @@
 import { type Client, CUBE, type Drone, IDENTITY, listAll, rpc } from "./api";
-import { enumLabel, h, replace, time } from "./dom";
+import { cards, enumLabel, h, replace, time } from "./dom";
 
 /** A drone's sessions, as far as the public API tells: live, expired, or revoked (and why). */
 export type SessionState = "live" | "expired" | "revoked";
@@ -50,78 +50,80 @@ export function seatsAdmin(
       error,
       drones.length === 0
         ? h("p", { class: "muted" }, "No seats taken yet.")
-        : h(
-            "table",
-            { class: "seats" },
-            h("caption", { class: "sr-only" }, "Seats and their sessions"),
+        : cards(
             h(
-              "thead",
-              {},
+              "table",
+              { class: "seats" },
+              h("caption", { class: "sr-only" }, "Seats and their sessions"),
               h(
-                "tr",
+                "thead",
                 {},
-                ["Drone", "Client", "Posture", "Sessions", "Last seen", ""].map((t) => h("th", { scope: "col" }, t)),
-              ),
-            ),
-            h(
-              "tbody",
-              {},
-              drones.map((drone) => {
-                const client = drone.clientId ? clients.get(drone.clientId) : undefined;
-                const { state, why } = sessionState(drone, client);
-                const label = drone.label || drone.id.slice(0, 8);
-                return h(
+                h(
                   "tr",
-                  { "data-drone-id": drone.id, "data-session-state": state },
-                  h("th", { scope: "row" }, label, h("div", { class: "muted" }, drone.roleName ?? "")),
-                  h("td", {}, client?.name ?? (drone.clientId ?? "").slice(0, 8)),
-                  h("td", {}, enumLabel(drone.posture, "DRONE_POSTURE_")),
-                  h("td", {}, h("span", { class: `badge state-${state}` }, state), h("div", { class: "muted" }, why)),
-                  h("td", {}, time(drone.lastSeenAt)),
-                  h(
-                    "td",
-                    {},
-                    drone.evictedAt
-                      ? h("span", { class: "muted" }, "evicted ", time(drone.evictedAt))
-                      : confirming === drone.id
-                        ? h(
-                            "div",
-                            { class: "row confirm" },
-                            h("span", {}, `Evict ${label}? Its sessions end now.`),
-                            h(
-                              "button",
-                              { type: "button", class: "small danger", onclick: () => void evict(drone) },
-                              "Confirm eviction",
-                            ),
-                            h(
+                  {},
+                  ["Drone", "Client", "Posture", "Sessions", "Last seen", ""].map((t) => h("th", { scope: "col" }, t)),
+                ),
+              ),
+              h(
+                "tbody",
+                {},
+                drones.map((drone) => {
+                  const client = drone.clientId ? clients.get(drone.clientId) : undefined;
+                  const { state, why } = sessionState(drone, client);
+                  const label = drone.label || drone.id.slice(0, 8);
+                  return h(
+                    "tr",
+                    { "data-drone-id": drone.id, "data-session-state": state },
+                    h("th", { scope: "row" }, label, h("div", { class: "muted" }, drone.roleName ?? "")),
+                    h("td", {}, client?.name ?? (drone.clientId ?? "").slice(0, 8)),
+                    h("td", {}, enumLabel(drone.posture, "DRONE_POSTURE_")),
+                    h("td", {}, h("span", { class: `badge state-${state}` }, state), h("div", { class: "muted" }, why)),
+                    h("td", {}, time(drone.lastSeenAt)),
+                    h(
+                      "td",
+                      {},
+                      drone.evictedAt
+                        ? h("span", { class: "muted" }, "evicted ", time(drone.evictedAt))
+                        : confirming === drone.id
+                          ? h(
+                              "div",
+                              { class: "row confirm" },
+                              h("span", {}, `Evict ${label}? Its sessions end now.`),
+                              h(
+                                "button",
+                                { type: "button", class: "small danger", onclick: () => void evict(drone) },
+                                "Confirm eviction",
+                              ),
+                              h(
+                                "button",
+                                {
+                                  type: "button",
+                                  class: "small",
+                                  onclick: () => {
+                                    confirming = undefined;
+                                    render();
+                                  },
+                                },
+                                "Cancel",
+                              ),
+                            )
+                          : h(
                               "button",
                               {
                                 type: "button",
                                 class: "small",
                                 onclick: () => {
-                                  confirming = undefined;
+                                  confirming = drone.id;
                                   render();
                                 },
                               },
-                              "Cancel",
+                              "Evict",
+                              h("span", { class: "sr-only" }, ` ${label}`),
                             ),
-                          )
-                        : h(
-                            "button",
-                            {
-                              type: "button",
-                              class: "small",
-                              onclick: () => {
-                                confirming = drone.id;
-                                render();
-                              },
-                            },
-                            "Evict",
-                            h("span", { class: "sr-only" }, ` ${label}`),
-                          ),
-                  ),
-                );
-              }),
+                    ),
+                  );
+                }),
+              ),
             ),
           ),
     );
