@@ -287,14 +287,15 @@ describe("console: running a tenant", () => {
     ]);
     await row(seat.drone_id as string)
       .getByRole("button", { name: `Evict ${seat.label as string}` })
-      .click();
+      .focus();
+    // From the keyboard: Enter on Evict, and the confirmation that appears has the focus.
+    await page.keyboard.press("Enter");
     await row(seat.drone_id as string)
       .getByText("Its sessions end now.", { exact: false })
       .waitFor();
     await checkPage(page, "admin-06-seats");
-    await row(seat.drone_id as string)
-      .getByRole("button", { name: "Confirm eviction" })
-      .click();
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Confirm eviction");
+    await page.keyboard.press("Enter");
     await seats
       .locator(`tr[data-drone-id="${seat.drone_id as string}"][data-session-state=revoked]`)
       .getByText("evicted", { exact: true })

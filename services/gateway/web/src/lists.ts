@@ -173,6 +173,7 @@ export function machinesView(context: ListContext): View {
             ),
           ),
     );
+    if (confirming) body.querySelector<HTMLButtonElement>(".confirm button")?.focus();
   };
   const transition = (data: unknown, linked: boolean) => {
     const event = data as { machineId: string; name?: string; at?: string };

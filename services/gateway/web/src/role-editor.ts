@@ -268,6 +268,8 @@ export function rolesAdmin(
         }),
       ),
     );
+    // The form just opened takes the focus (the Edit button that opened it is gone).
+    if (editing) box.querySelector<HTMLInputElement>(`[data-role-id="${editing}"] input[name=name]`)?.focus();
   };
   render();
 }

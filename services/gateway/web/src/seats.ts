@@ -127,6 +127,8 @@ export function seatsAdmin(
             ),
           ),
     );
+    // Keyboard users land on the confirmation they just asked for.
+    if (confirming) box.querySelector<HTMLButtonElement>(".confirm button")?.focus();
   };
   const evict = async (drone: Drone) => {
     try {
