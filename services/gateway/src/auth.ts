@@ -85,6 +85,12 @@ export class EdgeAuthenticator {
     return { principal: await pending, credentialKey };
   }
 
+  /** The credential key of an `Authorization` header without resolving it (undefined without a bearer token). */
+  credentialKeyOf(authorization: string | null | undefined): string | undefined {
+    const token = bearerToken(authorization ?? undefined);
+    return token ? sha256(token).toString("hex") : undefined;
+  }
+
   /** Forgets every cached answer (tests, and after an operator-initiated revocation). */
   clear(): void {
     this.#cache.clear();

@@ -75,6 +75,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     cacheMs: gateway.authCacheMs,
     clock,
   });
+  await store.settled();
   const limiter = new RateLimiter(gateway.rateLimitPerSecond, gateway.rateLimitBurst, store, () =>
     metrics.rateLimitFallbacks.inc(),
   );

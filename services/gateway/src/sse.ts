@@ -104,13 +104,21 @@ async function serveStream<M>(
   };
   let slot: StreamSlot | undefined;
   try {
-    const caller = await deps.auth.authenticate(request.headers.authorization, () =>
-      chargeAddress(deps.limiter, clientAddress(request, deps.trusted)),
-    );
-    if (!(await deps.limiter.take(caller.credentialKey))) {
+    // A token service briefly down at connect is not the browser's problem: the stream opens
+    // (200) and the token is checked again before anything is read upstream.
+    const caller = await deps.auth
+      .authenticate(request.headers.authorization, () =>
+        chargeAddress(deps.limiter, clientAddress(request, deps.trusted)),
+      )
+      .catch((error: unknown) => {
+        if (error instanceof DomainError && error.code === status.UNAVAILABLE) return undefined;
+        throw error;
+      });
+    const credentialKey = caller?.credentialKey ?? deps.auth.credentialKeyOf(request.headers.authorization)!;
+    if (!(await deps.limiter.take(credentialKey))) {
       throw new ResourceExhaustedError("rate limit exceeded for this credential; slow down");
     }
-    slot = await deps.caps.open(caller.credentialKey);
+    slot = await deps.caps.open(credentialKey);
     if (!slot) {
       throw new ResourceExhaustedError(
         `this credential already holds ${deps.maxStreams} open streams across the gateways; close one first`,
@@ -124,9 +132,11 @@ async function serveStream<M>(
       step,
       open: async (from) => {
         // Re-authenticated on every (re)open, so a revoked token does not ride a failover.
-        const { principal } = first ? caller : await deps.auth.authenticate(request.headers.authorization);
-        if (!first) deps.onResume?.();
+        const reopened = !first;
         first = false;
+        const { principal } =
+          caller && !reopened ? caller : await deps.auth.authenticate(request.headers.authorization);
+        if (reopened) deps.onResume?.();
         const metadata = upstreamMetadata(
           deps.internalKey,
           principal,

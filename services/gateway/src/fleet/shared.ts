@@ -41,6 +41,26 @@ export class SharedStore {
     this.redis.on("close", () => this.#setDegraded(true));
   }
 
+  /**
+   * Resolves once Redis answered the first connection attempt — ready, or refused — or after
+   * `timeoutMs`; never rejects: a gateway starts with Redis down and heals when it comes back.
+   */
+  async settled(timeoutMs = 1_000): Promise<void> {
+    const redis = this.redis;
+    if (!redis || redis.status === "ready") return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        redis.off("ready", done);
+        redis.off("error", done);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      redis.once("ready", done);
+      redis.once("error", done);
+    });
+  }
+
   /** True while the fleet-wide structures count on this replica only. */
   get degraded(): boolean {
     return this.redis !== undefined && (this.#degraded || this.redis.status !== "ready");
