@@ -57,18 +57,19 @@ function push(url: string, token: string, sessionId: string, lastEventId?: strin
   const received: Pushed[] = [];
   let opened = false;
   const source = new EventSource(`${url}/mcp`, {
-    fetch: (input, init) =>
-      fetch(input, {
+    fetch: (input, init) => {
+      const headers = (init?.headers ?? {}) as Record<string, string>;
+      return fetch(input, {
         ...init,
         headers: {
-          ...(init?.headers as Record<string, string>),
+          ...headers,
           authorization: `Bearer ${token}`,
           "mcp-session-id": sessionId,
-          ...(lastEventId && !(init?.headers as Record<string, string>)["Last-Event-ID"]
-            ? { "last-event-id": lastEventId }
-            : {}),
+          // The first open resumes after `lastEventId`; the EventSource's own reconnects send theirs.
+          ...(lastEventId && !headers["Last-Event-ID"] ? { "last-event-id": lastEventId } : {}),
         },
-      }),
+      });
+    },
   });
   source.onopen = () => {
     opened = true;
