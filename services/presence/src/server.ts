@@ -35,6 +35,8 @@ export type PresenceServiceOptions = Omit<GrpcServiceOptions, "name" | "migratio
   readonly presence?: Partial<PresenceConfig>;
   /** This replica's id in link ownership rows (default: a fresh UUID per start). */
   readonly replicaId?: string;
+  /** How often watch feeds read the database while the bus is down (default BUS_DOWN_POLL_MS). */
+  readonly busDownPollMs?: number;
 };
 
 /** A running presence replica. */
@@ -118,6 +120,7 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
         maxLagBytes: settings.watchMaxLagBytes,
         maxStreams: settings.watchMaxStreams,
         sizeOf: transitionSize,
+        downPollMs: options.busDownPollMs,
       });
       host.addService(MachineService, {
         ...machineHandlers({ machines, registry, bus, clock, logger }),
