@@ -10,9 +10,9 @@ import * as grpc from "@grpc/grpc-js";
 import { Health as HealthService } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import { ServerReflection as ReflectionService } from "@unimatrix/contracts/grpc/reflection/v1/reflection_pb";
 import type { Logger } from "pino";
-import { UnauthenticatedError, UnimplementedError } from "../errors";
+import type { Principal } from "../auth/principal";
+import { ShutdownReason, UnauthenticatedError, UnimplementedError } from "../errors";
 import { REQUEST_ID_HEADER, requestIdFrom } from "../logger";
-import type { Principal } from "../principal";
 import { serviceDefinition } from "./definition";
 import { HealthRegistry, healthImpl } from "./health";
 import { reflectionImpl } from "./reflection";
@@ -26,7 +26,7 @@ export interface CallContext {
   readonly requestId: string;
   /** A child logger carrying the request id and method. */
   readonly logger: Logger;
-  /** Aborted when the caller cancels, the deadline passes, or the server shuts down. */
+  /** Aborted when the caller cancels, the deadline passes, or the server shuts down (reason: `ShutdownReason`). */
   readonly signal: AbortSignal;
   readonly deadline: Date | undefined;
   /**
@@ -146,7 +146,7 @@ export class GrpcHost {
     this.health.shutdown();
     // Let health watchers send NOT_SERVING before their streams are told to end.
     await new Promise((resolve) => setImmediate(resolve));
-    for (const controller of this.#open) controller.abort(new Error("server shutting down"));
+    for (const controller of this.#open) controller.abort(new ShutdownReason());
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
         this.#server.forceShutdown();
