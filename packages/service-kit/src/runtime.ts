@@ -153,7 +153,10 @@ export async function bootService(
     if (result.newer.length > 0) logger.warn({ newer: result.newer }, "database has migrations newer than this build");
     bus = options.bus ?? (await openBus({ url: config.redisUrl, prefix: config.busPrefix, logger }));
     const deps: ServiceDeps = { database, bus, logger, clock, internalKey, operatorToken: config.operatorToken };
-    const booted = await wire(deps, (authenticate) => new GrpcHost({ logger, authenticate }));
+    const booted = await wire(
+      deps,
+      (authenticate) => new GrpcHost({ logger, authenticate, maxConnectionAgeMs: config.grpcMaxConnectionAgeMs }),
+    );
     const { host } = booted;
     let port: number;
     try {
@@ -174,7 +177,7 @@ export async function bootService(
       database,
       stop() {
         stopping ??= (async () => {
-          await host.shutdown(config.shutdownGraceMs);
+          await host.shutdown(config.shutdownGraceMs, config.drainDelayMs);
           await Promise.all(timers.map((stop) => stop()));
           await booted.close();
           if (ownsBus) await openBusRef.close();

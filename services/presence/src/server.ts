@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
-import { LinkCloseReason, LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import {
   createClient,
@@ -180,17 +180,15 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
     reconcile: () => live.reconciler.run(),
     renewLeases: () => live.registry.renewLeases(),
     async stop() {
-      // Links end with SHUTDOWN and keep their ownership: daemons reconnect to another replica
-      // within the lease and replace it without a presence flap.
+      // NOT_SERVING, the drain delay, then every stream gets its going-away: links keep their
+      // ownership, so daemons reconnect to another replica within the lease without a presence flap.
       stopTimers();
-      live.registry.stopping = true;
-      live.registry.closeAll(LinkCloseReason.SHUTDOWN);
       await running.stop();
     },
     async kill() {
       stopTimers();
       live.registry.dead = true;
-      running.host.shutdown(0).catch(() => {});
+      running.host.kill();
       await running.stop();
     },
   };
