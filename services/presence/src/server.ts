@@ -3,6 +3,7 @@ import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import {
+  type CallScope,
   createClient,
   type GrpcServiceOptions,
   isServiceError,
@@ -25,6 +26,9 @@ import { migrationsDir } from "./paths";
 import { LogStore } from "./store/log";
 import { MachineStore } from "./store/machines";
 import { TransitionStore } from "./store/transitions";
+
+/** How long a cube `Authenticate` may take when the caller set no deadline. */
+const AUTHENTICATE_DEADLINE_MS = 5_000;
 
 /** gRPC status code UNAUTHENTICATED (16). */
 const GRPC_UNAUTHENTICATED = 16;
@@ -65,9 +69,13 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
   const replicaId = options.replicaId ?? randomUUID();
   const cube = settings.cubeAddress ? createClient(IdentityService, settings.cubeAddress) : undefined;
   const resolveForeign = cube
-    ? async (raw: string): Promise<Principal | null> => {
+    ? async (raw: string, scope?: CallScope): Promise<Principal | null> => {
         try {
-          const response = await cube.authenticate({ token: raw }, { deadline: 5_000 });
+          // Within the caller's remaining deadline (and cancelled with it); 5 s when it set none.
+          const response = await cube.authenticate(
+            { token: raw },
+            { deadline: scope?.deadline ?? AUTHENTICATE_DEADLINE_MS, signal: scope?.signal },
+          );
           return response.principal ? foreignPrincipal(response.principal) : null;
         } catch (error) {
           if (isServiceError(error) && error.code === GRPC_UNAUTHENTICATED) return null;
@@ -97,12 +105,12 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
       return principalResolver({
         internalKey: deps.internalKey,
         operatorToken: deps.operatorToken,
-        resolveToken: async (parsed, raw) => {
+        resolveToken: async (parsed, raw, scope) => {
           if (parsed.kind === "machine") {
             const machine = await machines.authenticate(parsed);
             return machine ? { kind: "machine", tenantId: machine.tenantId, subjectId: machine.id } : null;
           }
-          return resolveForeign ? resolveForeign(raw) : null;
+          return resolveForeign ? resolveForeign(raw, scope) : null;
         },
       });
     },

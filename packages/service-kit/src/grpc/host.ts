@@ -71,8 +71,16 @@ export type MethodImpl<M> = M extends {
 /** Implementation of a service: one function per method, keyed by the method's local name. */
 export type ServiceImpl<S extends DescService> = { [K in keyof S["method"]]: MethodImpl<S["method"][K]> };
 
+/** The bounds of the call being authenticated, for lookups it makes on the caller's behalf. */
+export interface CallScope {
+  /** The caller's deadline, if it set one: calls made to resolve it should not outlive it. */
+  readonly deadline: Date | undefined;
+  /** Aborted when the call ends (cancelled, deadline, shutdown). */
+  readonly signal: AbortSignal;
+}
+
 /** Resolves the caller from call metadata (signed principal or bearer token). */
-export type Authenticate = (metadata: grpc.Metadata) => Promise<Principal>;
+export type Authenticate = (metadata: grpc.Metadata, scope?: CallScope) => Promise<Principal>;
 
 /** Options of a gRPC host. */
 export interface GrpcHostOptions {
@@ -204,7 +212,9 @@ export class GrpcHost {
       deadline: deadlineDate,
       abort: (reason?: unknown) => controller.abort(reason),
       principal() {
-        principal ??= authenticate ? authenticate(call.metadata) : Promise.reject(new UnauthenticatedError());
+        principal ??= authenticate
+          ? authenticate(call.metadata, { deadline: deadlineDate, signal: controller.signal })
+          : Promise.reject(new UnauthenticatedError());
         return principal;
       },
     };
