@@ -127,6 +127,7 @@ describe("rendering", () => {
       UMX_BUS_PREFIX: "umx",
       UMX_DATA_DIR: "./data",
       UMX_DRAIN_DELAY_MS: "5000",
+      UMX_GRPC_MAX_CONNECTION_AGE_MS: "300000",
       UMX_SHUTDOWN_GRACE_MS: "10000",
     });
   });
@@ -144,7 +145,7 @@ describe("rendering", () => {
     );
   });
 
-  test("the termination grace follows the drain: preStop + ceil(drain) + margin", () => {
+  test("the termination grace follows the drain: preStop + ceil(drain delay + grace) + margin", () => {
     const docs = manifests(example("production.yaml"));
     const grace = get(
       find(docs, "Deployment", "umx-unimatrix-cube"),

@@ -7,10 +7,10 @@ import { type Clock, systemClock } from "./clock";
 import { ConfigError, type ConfigOf, type commonEnv } from "./config";
 import { type Authenticate, GrpcHost } from "./grpc/host";
 import { createLogger } from "./logger";
-import type { Background, ServiceDeps } from "./service";
-import { type Database, openDatabase } from "./store/database";
 import { callObserver } from "./observe/calls";
 import { type MetricsServer, ServiceMetrics, serveMetrics } from "./observe/metrics";
+import type { Background, ServiceDeps } from "./service";
+import { type Database, openDatabase } from "./store/database";
 import { migrateDatabase } from "./store/migrations";
 
 /** The settings every service shares, as read by `readConfig(commonEnv)`. */
@@ -170,7 +170,11 @@ export async function bootService(
       metrics,
     };
     const observe = callObserver(metrics, logger.child({ log: "access" }));
-    const booted = await wire(deps, (authenticate) => new GrpcHost({ logger, authenticate, observe }));
+    const booted = await wire(
+      deps,
+      (authenticate) =>
+        new GrpcHost({ logger, authenticate, observe, maxConnectionAgeMs: config.grpcMaxConnectionAgeMs }),
+    );
     const { host } = booted;
     let port: number;
     let metricsServer: MetricsServer | undefined;
@@ -199,7 +203,7 @@ export async function bootService(
       metricsPort: metricsServer?.port,
       stop() {
         stopping ??= (async () => {
-          await host.shutdown(config.shutdownGraceMs);
+          await host.shutdown(config.shutdownGraceMs, config.drainDelayMs);
           await metricsServer?.close();
           await Promise.all(timers.map((stop) => stop()));
           await booted.close();

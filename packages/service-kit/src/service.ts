@@ -4,8 +4,8 @@ import type { Clock } from "./clock";
 import type { EnvVar } from "./config";
 import type { Authenticate } from "./grpc/host";
 import { addRoutes, type Route } from "./grpc/route";
-import { bootService, type CommonConfig, type RunningService } from "./runtime";
 import type { ServiceMetrics } from "./observe/metrics";
+import { bootService, type CommonConfig, type RunningService } from "./runtime";
 import type { Database } from "./store/database";
 
 /** What a service's wiring receives: everything the kit opened for it (the host comes after). */

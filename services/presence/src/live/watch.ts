@@ -1,9 +1,10 @@
 import { ResourceExhaustedError, UnauthenticatedError } from "@unimatrix/service-kit";
 import { credentialKey, type Principal, parseToken } from "@unimatrix/service-kit/auth";
 import { type Feed, FeedQueue, StreamLimiter } from "@unimatrix/service-kit/bus";
-import type { CallContext } from "@unimatrix/service-kit/grpc";
+import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
 import {
   accessRevokedEvent,
+  goingAwayEvent,
   readyEvent,
   snapshotEvent,
   transitionEvent,
@@ -124,7 +125,11 @@ export async function* watchStream(
       if (queue.isCut) throw tooSlow();
       await queue.wait(ctx.signal);
       if (queue.isCut) throw tooSlow();
-      if (ctx.signal.aborted) return;
+      if (ctx.signal.aborted) {
+        // The replica drained and is stopping: the typed "reconnect with your cursor".
+        if (isShutdown(ctx.signal)) yield goingAwayEvent(cursor);
+        return;
+      }
       const items = queue.take();
       queue.notices(); // every well-formed doorbell is news: notices carry nothing to act on
       const tick = ticks > 0;
