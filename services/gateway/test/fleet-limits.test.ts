@@ -164,7 +164,7 @@ describe("gateway: limits across replicas", () => {
         statuses.push((await connectJson(gateway, "unimatrix.cube.v1.CubeService/ListCubes", {}, acme.user)).status);
       }
       expect(statuses).toEqual([200, 200, 429]);
-      const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+      const metrics = await (await fetch(gateway.metricsUrl)).text();
       expect(metrics).toMatch(/^unimatrix_gateway_fleet_degraded 1$/m);
       expect(metrics).toMatch(/^unimatrix_gateway_rate_limit_fallbacks_total 4$/m);
       const stream = await openStream(`${gateway.url}/v1/cubes/${acme.cubeId}/events`, reader);

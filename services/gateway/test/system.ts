@@ -85,7 +85,7 @@ export async function addGateway(
   system: System,
   overrides: GatewayOverrides = {},
   config: Partial<CommonConfig> = {},
-): Promise<RunningGateway & { url: string }> {
+): Promise<RunningGateway & { url: string; metricsUrl: string }> {
   const gateway = await startGateway({
     config: { ...system.config, ...config },
     gateway: {
@@ -99,8 +99,12 @@ export async function addGateway(
     },
     internalKey: TEST_INTERNAL_KEY,
     logger: silentLogger(),
+    metricsPort: 0,
   });
-  return Object.assign(gateway, { url: `http://127.0.0.1:${gateway.port}` });
+  return Object.assign(gateway, {
+    url: `http://127.0.0.1:${gateway.port}`,
+    metricsUrl: `http://127.0.0.1:${gateway.metricsPort}/metrics`,
+  });
 }
 
 /** A Connect unary call with JSON, as any script would make it with fetch. */
