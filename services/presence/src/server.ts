@@ -16,8 +16,8 @@ import {
   type StreamCounter,
   startGrpcService,
 } from "@unimatrix/service-kit";
+import { PrismaClient } from "../generated/prisma/client";
 import { type PresenceConfig, readPresenceConfig } from "./config";
-import { PrismaClient } from "./generated/prisma/client";
 import { transitionSize } from "./handlers/convert";
 import { linkHandler } from "./handlers/link";
 import { machineHandlers } from "./handlers/machines";
