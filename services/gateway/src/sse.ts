@@ -9,7 +9,8 @@ import {
   SubscribeActivityResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { WatchMachinesResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { DomainError, isServiceError, REQUEST_ID_HEADER, ResourceExhaustedError } from "@unimatrix/service-kit";
+import { DomainError, REQUEST_ID_HEADER, ResourceExhaustedError } from "@unimatrix/service-kit";
+import { toStatus } from "@unimatrix/service-kit/grpc";
 import type { EdgeAuthenticator } from "./auth";
 import { clientAddress, type TrustedProxies } from "./client-address";
 import type { StreamCaps, StreamSlot } from "./fleet/streams";
@@ -62,12 +63,6 @@ function resumeCursor(request: IncomingMessage, url: URL): string | undefined {
   return typeof last === "string" ? last : undefined;
 }
 
-function errorStatus(error: unknown): { code: status; message: string } {
-  if (error instanceof DomainError) return { code: error.code, message: error.message };
-  if (isServiceError(error)) return { code: error.code, message: error.details };
-  return { code: status.INTERNAL, message: "internal error" };
-}
-
 /** Opens one upstream stream after a cursor, as the caller. */
 type Open<M> = (after: string | undefined, options: { metadata: Metadata; signal: AbortSignal }) => AsyncIterable<M>;
 
@@ -86,7 +81,8 @@ async function serveStream<M>(
   after: string | undefined,
   open: Open<M>,
   step: (message: M) => Step,
-  toFrames: (message: M, resumed: boolean) => SseFrame[],
+  /** `readySent`: the browser already had its ready event (a resumed upstream's is not repeated). */
+  toFrames: (message: M, readySent: boolean) => SseFrame[],
 ): Promise<void> {
   const controller = new AbortController();
   request.once("close", () => controller.abort());
@@ -152,11 +148,13 @@ async function serveStream<M>(
     });
     deps.onStream?.(1);
     try {
-      for await (const { message, resumed } of followed) {
+      let readySent = false;
+      for await (const { message } of followed) {
         start();
         let flushed = true;
-        for (const frame of toFrames(message, resumed)) {
+        for (const frame of toFrames(message, readySent)) {
           flushed = writeFrame(response, frame);
+          if (frame.event === "ready" || frame.event === "machine_ready") readySent = true;
           if (frame.end) {
             controller.abort();
             response.end();
@@ -174,7 +172,7 @@ async function serveStream<M>(
     response.end();
   } catch (error) {
     if (controller.signal.aborted && request.destroyed) return;
-    const { code, message } = errorStatus(error);
+    const { code, message } = toStatus(error);
     if (!started) {
       // Connect's own code names and HTTP statuses (the gRPC codes are Connect's codes).
       response.writeHead(codeToHttpStatus(code as number as Code), { "content-type": "application/json" });
@@ -215,17 +213,20 @@ export function cubeEvents(
           return { start: event.value.cursor };
         case "accessRevoked":
           return { final: true };
+        case "goingAway":
+          // The replica drained: resume elsewhere after its cursor (the browser never sees it).
+          return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
         case "closed":
-          // A replica shutting down says "resume elsewhere"; any other close is the answer.
+          // An older replica shutting down says "resume elsewhere"; any other close is the answer.
           return event.value.reason === StreamCloseReason.SHUTDOWN
             ? { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) }
             : { final: true };
         default:
-          // An event this gateway does not know yet (e.g. a typed going-away): ending follows it.
+          // An event this gateway does not know yet: if the stream ends after it, it is re-opened.
           return {};
       }
     },
-    (message, resumed) => {
+    (message, readySent) => {
       const json = toJson(SubscribeActivityResponseSchema, message) as Record<string, unknown>;
       const { event } = message;
       switch (event.case) {
@@ -237,7 +238,7 @@ export function cubeEvents(
           return [{ comment: `heartbeat ${new Date().toISOString()}` }];
         case "ready":
           // Sent once: a resumed upstream's ready is the gateway's business, not the browser's.
-          return resumed ? [] : [{ event: "ready", id: event.value.cursor || undefined, data: json.ready }];
+          return readySent ? [] : [{ event: "ready", id: event.value.cursor || undefined, data: json.ready }];
         case "accessRevoked":
           return [{ event: "access_revoked", data: json.accessRevoked ?? {}, end: true }];
         case "closed":
@@ -268,11 +269,13 @@ export function machineEvents(deps: SseDeps, request: IncomingMessage, response:
           return { cursor: event.value.cursor };
         case "accessRevoked":
           return { final: true };
+        case "goingAway":
+          return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
         default:
           return {};
       }
     },
-    (message, resumed) => {
+    (message, readySent) => {
       const json = toJson(WatchMachinesResponseSchema, message) as Record<string, unknown>;
       const { event } = message;
       switch (event.case) {
@@ -283,7 +286,7 @@ export function machineEvents(deps: SseDeps, request: IncomingMessage, response:
         case "machineUnlinked":
           return [{ event: "machine_unlinked", id: event.value.cursor, data: json.machineUnlinked }];
         case "machineReady":
-          return resumed ? [] : [{ event: "machine_ready", id: event.value.cursor, data: json.machineReady }];
+          return readySent ? [] : [{ event: "machine_ready", id: event.value.cursor, data: json.machineReady }];
         case "heartbeat":
           return [{ comment: `heartbeat ${new Date().toISOString()}` }];
         case "accessRevoked":
