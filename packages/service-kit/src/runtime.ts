@@ -167,6 +167,7 @@ export async function bootService(
       clock,
       internalKey,
       operatorToken: config.operatorToken,
+      config,
       metrics,
     };
     const observe = callObserver(metrics, logger.child({ log: "access" }));
@@ -203,7 +204,8 @@ export async function bootService(
       metricsPort: metricsServer?.port,
       stop() {
         stopping ??= (async () => {
-          await host.shutdown(config.shutdownGraceMs, config.drainDelayMs);
+          // On the in-process bus there is no other replica to move to: no drain delay.
+          await host.shutdown(config.shutdownGraceMs, config.redisUrl ? config.drainDelayMs : 0);
           await metricsServer?.close();
           await Promise.all(timers.map((stop) => stop()));
           await booted.close();

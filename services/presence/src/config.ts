@@ -66,7 +66,7 @@ export const presenceEnv = registerEnv({
   ),
   watchMaxStreams: envVar(
     "PRESENCE_WATCH_MAX_STREAMS",
-    "Open WatchMachines streams allowed per credential (per replica).",
+    "Open WatchMachines streams allowed per credential, counted across every replica (Redis, expiring entries); per replica while Redis is down.",
     positiveInt,
     "10",
   ),
@@ -87,6 +87,8 @@ export const presenceEnv = registerEnv({
 export type PresenceConfig = ReturnType<typeof readPresenceConfig> & {
   /** How often watch feeds read the database while the bus is down (tests; default the kit's BUS_DOWN_POLL_MS). */
   readonly busDownPollMs?: number | undefined;
+  /** Lease of this replica's places in the fleet-wide watch-stream count (tests; default the kit's 10 s). */
+  readonly streamLeaseMs?: number | undefined;
 };
 
 /** Reads the presence variables from the environment (throws a ConfigError naming a bad one). */

@@ -12,6 +12,7 @@ import {
   startService,
 } from "@unimatrix/service-kit";
 import { type Principal, principalFromMessage, principalResolver } from "@unimatrix/service-kit/auth";
+import { openStreamCounter, RedisStreamCounter, type StreamCounter } from "@unimatrix/service-kit/bus";
 import { type CallScope, createClient, isServiceError, route, type TypedClient } from "@unimatrix/service-kit/grpc";
 import { PrismaClient } from "../generated/prisma/client";
 import { type PresenceConfig, presenceEnv, readPresenceConfig } from "./config";
@@ -54,6 +55,11 @@ function cubeResolver(
   };
 }
 
+/** Closes a counter that holds a connection (the Redis one). */
+async function closeCounter(counter: StreamCounter): Promise<void> {
+  if (counter instanceof RedisStreamCounter) await counter.close();
+}
+
 /** What a presence replica exposes to tests and drills (`StartedService.extra`). */
 export interface PresenceExtra {
   /** This replica's id in link ownership rows (a fresh UUID per start). */
@@ -77,6 +83,15 @@ export const presenceService = defineService<PresenceConfig>({
     const replicaId = randomUUID();
     const cube = settings.cubeAddress ? createClient(IdentityService, settings.cubeAddress) : undefined;
     const resolveForeign = cube ? cubeResolver(cube) : undefined;
+    // "At most N open watch streams per credential", counted across the fleet (Redis; this
+    // replica's memory on the in-process bus).
+    const counter = openStreamCounter({
+      url: deps.config.redisUrl,
+      prefix: deps.config.busPrefix,
+      name: "presence:watch-streams",
+      leaseMs: settings.streamLeaseMs,
+      logger,
+    });
     const prisma = new PrismaClient({ adapter: deps.database.adapter });
     const machines = new MachineStore(prisma);
     const transitions = new TransitionStore(prisma);
@@ -113,7 +128,7 @@ export const presenceService = defineService<PresenceConfig>({
       pageTokens: new PageTokens(deps.internalKey, "presence.ListMachines"),
       watch: {
         feed,
-        limiter: watchStreamLimiter(settings.watchMaxStreams),
+        limiter: watchStreamLimiter(settings.watchMaxStreams, counter),
         logs,
         machines,
         heartbeatMs: settings.watchHeartbeatMs,
@@ -131,6 +146,7 @@ export const presenceService = defineService<PresenceConfig>({
     try {
       await reconciler.run();
     } catch (error) {
+      await closeCounter(counter);
       cube?.close();
       await prisma.$disconnect();
       throw error;
@@ -150,6 +166,7 @@ export const presenceService = defineService<PresenceConfig>({
       extra: { ...extra },
       async close() {
         await feed.close();
+        await closeCounter(counter);
         cube?.close();
         await prisma.$disconnect();
       },
@@ -163,6 +180,8 @@ export type PresenceServiceOptions = Omit<StartServiceOptions<PresenceConfig>, "
   readonly presence?: Partial<PresenceConfig>;
   /** How often watch feeds read the database while the bus is down (default the kit's BUS_DOWN_POLL_MS). */
   readonly busDownPollMs?: number;
+  /** Lease of this replica's places in the fleet-wide stream count (default 10 s; tests shorten it). */
+  readonly streamLeaseMs?: number;
 };
 
 /** A running presence replica. */
@@ -186,10 +205,11 @@ export interface PresenceService extends StartedService<PresenceConfig> {
  * the lease without a presence flap.
  */
 export async function startPresence(options: PresenceServiceOptions): Promise<PresenceService> {
-  const { presence, busDownPollMs, ...start } = options;
+  const { presence, busDownPollMs, streamLeaseMs, ...start } = options;
   const serviceConfig: Partial<PresenceConfig> = {
     ...presence,
     ...(busDownPollMs === undefined ? {} : { busDownPollMs }),
+    ...(streamLeaseMs === undefined ? {} : { streamLeaseMs }),
   };
   const running = await startService(presenceService, { ...start, serviceConfig });
   const live = running.extra as unknown as PresenceExtra;

@@ -1,6 +1,6 @@
 import { ResourceExhaustedError, UnauthenticatedError } from "@unimatrix/service-kit";
 import { credentialKey, type Principal, parseToken } from "@unimatrix/service-kit/auth";
-import { type Feed, FeedQueue, StreamLimiter } from "@unimatrix/service-kit/bus";
+import { type Feed, FeedQueue, type StreamCounter, StreamLimiter } from "@unimatrix/service-kit/bus";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
 import {
   accessRevokedEvent,
@@ -47,8 +47,8 @@ function credentialCheck(principal: TenantPrincipal, ctx: CallContext, deps: Wat
 }
 
 /** The per-credential cap on open WatchMachines streams (per replica), keyed by the kit's `credentialKey`. */
-export function watchStreamLimiter(max: number): StreamLimiter {
-  return new StreamLimiter({ max, what: "WatchMachines streams" });
+export function watchStreamLimiter(max: number, counter?: StreamCounter): StreamLimiter {
+  return new StreamLimiter({ max, what: "WatchMachines streams", ...(counter ? { counter } : {}) });
 }
 
 /** A watcher's queue on the feed; a cut also aborts the call, so a write waiting on a stalled consumer gives up. */
