@@ -13,7 +13,10 @@ export const MAX_DOCUMENT_BYTES = 100_000;
  */
 export function taxonomyProblem(text: string): string | undefined {
   if (text.trim() === "") return undefined;
-  if (new TextEncoder().encode(text).length > MAX_DOCUMENT_BYTES) return `must be at most ${MAX_DOCUMENT_BYTES} bytes`;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the service refuses exactly these.
+  if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/.test(text)) return "must not contain control characters";
+  if (new TextEncoder().encode(text).length > MAX_DOCUMENT_BYTES)
+    return `must be at most ${MAX_DOCUMENT_BYTES.toLocaleString("en-US")} bytes`;
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

@@ -59,7 +59,7 @@ function signInView(message?: string): View {
     h(
       "p",
       { id: "token-help", class: "muted" },
-      "A user token (umx_user_…) shows everything in your tenant. A client token (umx_client_…) can also take a human seat in a cube. The token stays in this tab only.",
+      "A user token (umx_user_…) runs your tenant: cubes, roles, clients and grants, machines and devices. A client token (umx_client_…) can take a human seat in a cube. The token stays in this tab only.",
     ),
     error,
     submit,

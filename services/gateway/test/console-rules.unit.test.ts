@@ -1,0 +1,79 @@
+import { InvalidArgumentError } from "@unimatrix/service-kit";
+import { taxonomyKinds as serviceKinds, taxonomy as serviceTaxonomy } from "../../cube/src/rules/taxonomy";
+import { localToIso } from "../web/src/audit-page";
+import { taxonomyKinds, taxonomyProblem } from "../web/src/cubes-page";
+import { fieldOf } from "../web/src/forms";
+import { sections } from "../web/src/role-editor";
+import { sessionState } from "../web/src/seats";
+
+/** The console's pure rules, in process: no browser, no services. */
+describe("console: rules", () => {
+  it("splits a Connect message naming a field, and leaves other messages whole", () => {
+    expect(fieldOf("taxonomy_json: must be valid JSON")).toEqual({
+      field: "taxonomy_json",
+      reason: "must be valid JSON",
+    });
+    expect(fieldOf("end_time: must not be before start_time")).toEqual({
+      field: "end_time",
+      reason: "must not be before start_time",
+    });
+    expect(fieldOf("a role with that name exists in the cube")).toBeUndefined();
+    expect(fieldOf("Name: capitalised is not a request field")).toBeUndefined();
+  });
+
+  it("checks a taxonomy as the cube service does, with its messages", () => {
+    const service = (text: string) => {
+      try {
+        serviceTaxonomy("taxonomy_json", text);
+        return undefined;
+      } catch (e) {
+        expect(e).toBeInstanceOf(InvalidArgumentError);
+        return (e as Error).message.replace(/^taxonomy_json: /, "");
+      }
+    };
+    for (const text of ['{"kinds": ["status"]}', "{}", '{"kinds": {"status": {}}}', '{"status": 1}']) {
+      expect(taxonomyProblem(text)).toBeUndefined();
+      expect(service(text)).toBeUndefined();
+      expect(taxonomyKinds(text)).toEqual([...serviceKinds(text)]);
+    }
+    for (const text of ["[1]", "null", "3", '"text"']) {
+      expect(taxonomyProblem(text)).toBe("must be a JSON object");
+      expect(service(text)).toBe("must be a JSON object");
+    }
+    expect(taxonomyProblem('{"kinds": [')).toMatch(/^must be valid JSON \(/);
+    expect(service('{"kinds": [')).toBe("must be valid JSON");
+    expect(taxonomyProblem("")).toBeUndefined();
+    for (const text of [`{"a": "${"x".repeat(100_000)}"}`, `{"a": "\u0007"}`]) {
+      expect(taxonomyProblem(text)).toBe(service(text));
+      expect(taxonomyProblem(text)).toMatch(/^must (be at most 100,000 bytes|not contain control characters)$/);
+    }
+    expect(taxonomyKinds('{"kinds": ["status", {"name": "blocker"}, 3]}')).toEqual(["status", "blocker"]);
+  });
+
+  it("derives a drone's sessions' state from the drone and its client", () => {
+    const drone = { id: "d", lastSeenAt: "2026-12-01T10:00:00Z" };
+    const client = { id: "c", name: "c", credentialIssuedAt: "2026-12-01T09:00:00Z" };
+    expect(sessionState({ ...drone, live: true }, client)).toEqual({ state: "live", why: "a session is open" });
+    expect(sessionState({ ...drone, live: true, evictedAt: "2026-12-01T11:00:00Z" }, client)).toEqual({
+      state: "revoked",
+      why: "evicted",
+    });
+    expect(sessionState(drone, { ...client, revokedAt: "2026-12-01T11:00:00Z" })).toEqual({
+      state: "revoked",
+      why: "client revoked",
+    });
+    expect(sessionState(drone, { ...client, credentialIssuedAt: "2026-12-01T10:00:01Z" })).toEqual({
+      state: "revoked",
+      why: "credential rotated",
+    });
+    expect(sessionState(drone, client)).toEqual({ state: "expired", why: "no session open" });
+    expect(sessionState(drone, undefined)).toEqual({ state: "expired", why: "no session open" });
+  });
+
+  it("lists a role's sections and turns datetime-local text into an instant", () => {
+    expect(sections("intro\n## Duties\nx\n## Checks  \ny\n### not a section")).toEqual(["Duties", "Checks"]);
+    expect(localToIso("")).toBeUndefined();
+    expect(localToIso("garbage")).toBeUndefined();
+    expect(localToIso("2026-01-02T03:04:05")).toBe(new Date(2026, 0, 2, 3, 4, 5).toISOString());
+  });
+});
