@@ -104,12 +104,21 @@ export class Ledger {
     return out;
   }
 
-  /** A readable line per failed request, relative to `t0`. */
+  /**
+   * A readable line per kind of failure (surface, target, outcome, excuse), relative to `t0`:
+   * how many, and from when to when.
+   */
   describe(records: readonly RequestRecord[], t0: number): string[] {
-    return records.map((r) => {
+    const groups = new Map<string, { count: number; from: number; to: number }>();
+    for (const r of records) {
       const kill = this.excuseOf(r);
-      const when = `+${((r.startedAt - t0) / 1000).toFixed(2)}s..+${((r.endedAt - t0) / 1000).toFixed(2)}s`;
-      return `${when} ${r.surface} via ${r.via}: ${r.outcome}${kill ? ` (in flight while ${kill.name} was killed)` : ""}`;
-    });
+      const key = `${r.surface} via ${r.via}: ${r.outcome}${kill ? ` (in flight while ${kill.name} was killed)` : ""}`;
+      const group = groups.get(key) ?? { count: 0, from: r.startedAt, to: r.endedAt };
+      group.count += 1;
+      group.to = Math.max(group.to, r.endedAt);
+      groups.set(key, group);
+    }
+    const at = (ms: number) => `+${((ms - t0) / 1000).toFixed(2)}s`;
+    return [...groups].map(([key, g]) => `${g.count}x ${at(g.from)}..${at(g.to)} ${key}`);
   }
 }

@@ -57,10 +57,7 @@ export function buildResult(
     `failed while a process was being killed (excused): ${excused.length}`,
     ...fleet.ledger.describe(excused, t0).map((l) => `  ${l}`),
     `failed with no kill to explain it: ${unexcused.length}`,
-    ...fleet.ledger
-      .describe(unexcused, t0)
-      .slice(0, 40)
-      .map((l) => `  ${l}`),
+    ...fleet.ledger.describe(unexcused, t0).map((l) => `  ${l}`),
   ];
   return {
     log: truth.log,

@@ -216,7 +216,7 @@ export class Scenario {
    * After the load: the truth (the cube's log after genesis, the presence transitions after each
    * watcher's start), once every stream had the chance to deliver it (polled, with a deadline).
    */
-  async settle(timeoutMs = 60_000): Promise<{ log: string[]; transitions: Map<StreamRecord, string[]> }> {
+  async settle(timeoutMs = 30_000): Promise<{ log: string[]; transitions: Map<StreamRecord, string[]> }> {
     const { world } = this;
     const log = (await readLog(this.#activity, this.#token("grpcReader"), world.cubeId, this.genesis)).map((e) => e.id);
     const last = log.at(-1);
