@@ -33,8 +33,10 @@ describe(`fleet: kills and a Redis outage under load (${targets} targets, ${spre
   const progress = async (entries: number, links: number, what: string) => {
     try {
       await scenario.progress(entries, links, what, 30_000);
+      fleet.note(`progress: ${what}`);
     } catch (error) {
       stalls.push((error as Error).message);
+      fleet.note(`STALL: ${(error as Error).message}`);
     }
   };
 
@@ -65,6 +67,7 @@ describe(`fleet: kills and a Redis outage under load (${targets} targets, ${spre
     await progress(40, 8, "after gateway-A was killed");
 
     await fleet.proxy.cut();
+    fleet.note("Redis cut");
     const cutAt = Date.now();
     const restarting = fleet.restart(presence1, 20_000).then(
       () => undefined,
@@ -75,6 +78,7 @@ describe(`fleet: kills and a Redis outage under load (${targets} targets, ${spre
     await poll(() => Date.now() - cutAt >= OUTAGE_MS, "the outage to last its length", OUTAGE_MS + 60_000, 100);
     restartDuringOutage = await restarting;
     await fleet.proxy.heal();
+    fleet.note("Redis healed");
     outage = fleet.proxy.outages.at(-1)!;
     await progress(40, 8, "after Redis healed");
     if (!presence1.running)

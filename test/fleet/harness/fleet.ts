@@ -1,4 +1,4 @@
-import { mkdirSync } from "node:fs";
+import { appendFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TEST_DATABASE_URL, TEST_INTERNAL_KEY, uniqueName } from "@unimatrix/service-kit/testing";
@@ -156,17 +156,27 @@ export class Fleet {
     return this.gateways.map((g) => `http://${g.address}`);
   }
 
+  /** Writes a line to the run's timeline (`<runDir>/timeline.log`, and stderr as it happens). */
+  note(text: string): void {
+    const line = `${this.since()} ${text}\n`;
+    appendFileSync(join(this.runDir, "timeline.log"), line);
+    process.stderr.write(`[fleet] ${line}`);
+  }
+
   /** SIGKILLs a process and writes the kill into the ledger. */
-  async kill(process: FleetProcess): Promise<KillRecord> {
-    const record = await process.kill();
+  async kill(target: FleetProcess): Promise<KillRecord> {
+    const record = await target.kill();
     this.ledger.kills.push(record);
+    this.note(`SIGKILL ${target.name} (gone after ${record.exitedAt - record.signalledAt} ms)`);
     return record;
   }
 
   /** Starts a stopped process again on its port and waits until it is ready. */
-  async restart(process: FleetProcess, timeoutMs = 30_000): Promise<void> {
-    await process.start();
-    await process.waitReady(timeoutMs);
+  async restart(target: FleetProcess, timeoutMs = 30_000): Promise<void> {
+    this.note(`starting ${target.name} again on port ${target.port}`);
+    await target.start();
+    await target.waitReady(timeoutMs);
+    this.note(`${target.name} ready`);
   }
 
   /** Seconds since the fleet started (for readable logs). */

@@ -106,6 +106,7 @@ export function appendOverConnect(
           method: "POST",
           headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
           body: JSON.stringify({ cubeId, message, visibility: "VISIBILITY_BROADCAST" }),
+          signal: AbortSignal.timeout(15_000),
         });
         const body = (await response.json()) as { entry?: { id: string } };
         if (response.status === 200 && body.entry) {

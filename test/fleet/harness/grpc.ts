@@ -184,12 +184,15 @@ export function cycleLinks(
       let peer = "";
       let linked = false;
       const done = new Promise<grpc.StatusObject>((resolve) => link.call.once("status", resolve));
+      // A link that gets no `linked` answer within 10 s is given up (and recorded), not waited on forever.
+      const giveUp = setTimeout(() => link.cancel(), 10_000);
       try {
         link.send({ event: { case: "hello", value: { agentVersion: "fleet-test", hostname: machine.name } } });
         const iterator = link[Symbol.asyncIterator]();
         const first = await iterator.next();
         peer = link.call.getPeer();
         if (first.done || first.value.event.case !== "linked") throw new Error(`no linked answer (${first.value})`);
+        clearTimeout(giveUp);
         linked = true;
         stats.links += 1;
         await pause(holdMs, signal);
@@ -200,6 +203,7 @@ export function cycleLinks(
         stats.unlinks += 1;
         ledger.recordGrpc("grpc Link", peer, startedAt);
       } catch (error) {
+        clearTimeout(giveUp);
         link.cancel();
         if (linked) stats.broken += 1;
         peer ||= link.call.getPeer();

@@ -73,7 +73,8 @@ export class McpAgent {
 
   /** Calls a tool (throws when the HTTP exchange fails). */
   async tool(name: string, args: Record<string, unknown> = {}): Promise<ToolResult> {
-    return (await this.client.callTool({ name, arguments: args })) as ToolResult;
+    // A request lost with its gateway is not answered elsewhere: give up on it after 15 s, as an agent would.
+    return (await this.client.callTool({ name, arguments: args }, undefined, { timeout: 15_000 })) as ToolResult;
   }
 
   /** Takes a seat in the cube; the gateway then pushes the drone's activity to this session. */
