@@ -21,7 +21,7 @@ module.exports = {
   moduleNameMapper: {
     "^@unimatrix/contracts/(.*)$": "<rootDir>/proto/gen/$1",
     "^@unimatrix/service-kit$": "<rootDir>/packages/service-kit/src/index.ts",
-    "^@unimatrix/service-kit/testing$": "<rootDir>/packages/service-kit/src/testing/index.ts",
+    "^@unimatrix/service-kit/(grpc|store|bus|auth|testing)$": "<rootDir>/packages/service-kit/src/$1/index.ts",
     "^@unimatrix/(cube|device|presence|gateway)$": "<rootDir>/services/$1/src/index.ts",
     "^@unimatrix/launcher$": "<rootDir>/packages/launcher/src/launch.ts",
   },

@@ -104,7 +104,8 @@ describe("rendering", () => {
       for (const probe of ["startupProbe", "livenessProbe", "readinessProbe"])
         expect(get(c, `${probe}.grpc`)).toEqual({ port });
       expect(get(deployment, "spec.replicas")).toBe(2);
-      expect(get(deployment, "spec.template.spec.terminationGracePeriodSeconds")).toBe(20);
+      // preStop 5 + ceil((drain delay 5000 + grace 10000) / 1000) + margin 5.
+      expect(get(deployment, "spec.template.spec.terminationGracePeriodSeconds")).toBe(25);
       expect(get(c, "lifecycle.preStop.exec.command")).toEqual(["sleep", "5"]);
       // The secrets, then the service's own settings from services.<name>.env.
       const own = Object.keys((get(minimal, `services.${service}.env`) ?? {}) as Values).sort(); // Helm ranges maps in key order
@@ -147,6 +148,8 @@ describe("rendering", () => {
       UMX_BIND_HOST: "0.0.0.0",
       UMX_BUS_PREFIX: "umx",
       UMX_DATA_DIR: "./data",
+      UMX_DRAIN_DELAY_MS: "5000",
+      UMX_GRPC_MAX_CONNECTION_AGE_MS: "300000",
       UMX_SHUTDOWN_GRACE_MS: "10000",
     });
   });
@@ -164,17 +167,17 @@ describe("rendering", () => {
     );
   });
 
-  test("the termination grace follows the drain: preStop + ceil(drain) + margin", () => {
+  test("the termination grace follows the drain: preStop + ceil(drain delay + grace) + margin", () => {
     const docs = manifests(example("production.yaml"));
     const grace = get(
       find(docs, "Deployment", "umx-unimatrix-cube"),
       "spec.template.spec.terminationGracePeriodSeconds",
     );
-    expect(grace).toBe(10 + 25 + 10);
+    expect(grace).toBe(10 + (25 + 5) + 10);
     const odd = manifests(withValue(minimal, "config.env.UMX_SHUTDOWN_GRACE_MS", "12001"));
     expect(
       get(find(odd, "Deployment", "umx-unimatrix-device"), "spec.template.spec.terminationGracePeriodSeconds"),
-    ).toBe(5 + 13 + 5);
+    ).toBe(5 + 18 + 5);
   });
 
   test("the chart's Secret holds the four settings; the migration hook Secret only the database URL", () => {

@@ -168,10 +168,11 @@ describe("what the manifests say", () => {
     );
     // The same formula over the default values and the schema's bounds.
     const shutdown = values.shutdown as { preStopSleepSeconds: number; extraGraceSeconds: number };
-    const drainMs = Number((values.config as { env: Values }).env.UMX_SHUTDOWN_GRACE_MS);
+    const env = (values.config as { env: Values }).env;
+    const drainMs = Number(env.UMX_SHUTDOWN_GRACE_MS) + Number(env.UMX_DRAIN_DELAY_MS);
     const grace = shutdown.preStopSleepSeconds + Math.ceil(drainMs / 1000) + shutdown.extraGraceSeconds;
     expect(grace).toBeGreaterThan(shutdown.preStopSleepSeconds + drainMs / 1000);
-    expect(grace).toBe(20);
+    expect(grace).toBe(25);
   });
 
   test("Services declare appProtocol grpc (and a headless twin) for the gRPC services, http for the gateway", () => {

@@ -80,3 +80,30 @@ export class UnavailableError extends DomainError {
     super(status.UNAVAILABLE, message);
   }
 }
+
+/**
+ * A store read found something impossible (a row locked a moment ago is gone, a conflicting insert
+ * cannot be read back). Not the caller's fault and not a bug in the request: the caller sees
+ * ABORTED (retry), the log gets the detail.
+ */
+export class StoreAnomalyError extends Error {
+  constructor(what: string) {
+    super(`store anomaly: ${what}`);
+    this.name = "StoreAnomalyError";
+  }
+}
+
+/**
+ * The abort reason of every open call's `ctx.signal` when the server shuts down: a stream that
+ * sees it can say goodbye (e.g. a `closed { reason: SHUTDOWN }` event). Thrown on, callers get UNAVAILABLE.
+ */
+export class ShutdownReason extends UnavailableError {
+  constructor() {
+    super("server shutting down");
+  }
+}
+
+/** True when `signal` was aborted because the server is shutting down. */
+export function isShutdown(signal: AbortSignal): boolean {
+  return signal.aborted && signal.reason instanceof ShutdownReason;
+}

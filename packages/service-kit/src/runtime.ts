@@ -2,13 +2,14 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Logger } from "pino";
-import { type Bus, openBus } from "./bus";
+import { type Bus, openBus } from "./bus/bus";
 import { type Clock, systemClock } from "./clock";
 import { ConfigError, type ConfigOf, type commonEnv } from "./config";
-import { type Database, openDatabase } from "./database";
 import { type Authenticate, GrpcHost } from "./grpc/host";
 import { createLogger } from "./logger";
-import { migrateDatabase } from "./migrations";
+import type { Background, ServiceDeps } from "./service";
+import { type Database, openDatabase } from "./store/database";
+import { migrateDatabase } from "./store/migrations";
 
 /** The settings every service shares, as read by `readConfig(commonEnv)`. */
 export type CommonConfig = ConfigOf<typeof commonEnv>;
@@ -51,24 +52,21 @@ export function resolveOperatorToken(
   return createOnce(file, `umx_operator_${randomBytes(24).toString("base64url").replaceAll("_", "-")}`);
 }
 
-/** What a service's wiring receives to build its handlers. */
-export interface ServiceDeps {
+/** What a `startGrpcService` wiring receives: the kit's deps plus the host to add services to. */
+export interface GrpcServiceDeps extends ServiceDeps {
   readonly host: GrpcHost;
-  readonly database: Database;
-  readonly bus: Bus;
-  readonly logger: Logger;
-  readonly clock: Clock;
-  readonly internalKey: string;
-  readonly operatorToken: string | undefined;
 }
 
-/** What a service's wiring gives back: how callers are authenticated and what to close on stop. */
+/** What a `startGrpcService` wiring gives back: what to close on stop. */
 export interface ServiceWiring {
   /** Called at stop, after the gRPC server drained and before the database closes. */
   close?(): Promise<void>;
 }
 
-/** Options of one gRPC service process (or one service inside the embedded process). */
+/**
+ * Options of one gRPC service process for `startGrpcService` (transition: services move to a
+ * manifest and `startService`).
+ */
 export interface GrpcServiceOptions {
   readonly name: string;
   readonly port: number;
@@ -82,9 +80,9 @@ export interface GrpcServiceOptions {
   readonly logger?: Logger;
   readonly clock?: Clock;
   /** Resolves callers; built by the wiring from the deps, so it is given as a factory. */
-  readonly authenticate?: (deps: Omit<ServiceDeps, "host">) => Authenticate;
+  readonly authenticate?: (deps: ServiceDeps) => Authenticate;
   /** Adds the service's handlers to the host. */
-  readonly wire: (deps: ServiceDeps) => Promise<ServiceWiring> | ServiceWiring;
+  readonly wire: (deps: GrpcServiceDeps) => Promise<ServiceWiring> | ServiceWiring;
 }
 
 /** A started service. */
@@ -94,12 +92,49 @@ export interface RunningService {
   readonly port: number;
   readonly host: GrpcHost;
   readonly database: Database;
-  /** Graceful stop: NOT_SERVING, drain, close wiring, bus (if owned) and database. Idempotent. */
+  /** Graceful stop: NOT_SERVING, drain, stop timers, close wiring, bus (if owned) and database. Idempotent. */
   stop(): Promise<void>;
 }
 
-/** Opens the store, migrates it, connects the bus, wires the handlers and listens. */
-export async function startGrpcService(options: GrpcServiceOptions): Promise<RunningService> {
+/** What `bootService` needs besides the wiring. */
+export type BootOptions = Omit<GrpcServiceOptions, "wire" | "authenticate">;
+
+/** What a boot wiring returns: the host it built (with its services) and what the kit runs and closes. */
+export interface Booted {
+  readonly host: GrpcHost;
+  readonly background: readonly Background[];
+  close(): Promise<void>;
+}
+
+/** Runs a background job every `everyMs`, never overlapping itself; returns the stop function. */
+function schedule(job: Background, logger: Logger): () => Promise<void> {
+  if (job.everyMs <= 0) return async () => {};
+  let running: Promise<unknown> | undefined;
+  const timer = setInterval(() => {
+    if (running) return;
+    running = job
+      .run()
+      .catch((error: unknown) => logger.warn({ err: error, job: job.name }, "background job failed"))
+      .finally(() => {
+        running = undefined;
+      });
+  }, job.everyMs);
+  timer.unref();
+  return async () => {
+    clearInterval(timer);
+    await running;
+  };
+}
+
+/**
+ * The one start path under `startService` and `startGrpcService`: open the store, migrate it,
+ * connect the bus, let `wire` build the host (the host factory takes the authenticator the wiring
+ * made), listen, schedule background jobs.
+ */
+export async function bootService(
+  options: BootOptions,
+  wire: (deps: ServiceDeps, makeHost: (authenticate?: Authenticate) => GrpcHost) => Promise<Booted>,
+): Promise<RunningService> {
   const { config, name } = options;
   const logger = options.logger ?? createLogger(name, config.logLevel);
   const clock = options.clock ?? systemClock;
@@ -117,17 +152,21 @@ export async function startGrpcService(options: GrpcServiceOptions): Promise<Run
     logger.info({ applied: result.applied, schema: database.schema }, "migrations applied");
     if (result.newer.length > 0) logger.warn({ newer: result.newer }, "database has migrations newer than this build");
     bus = options.bus ?? (await openBus({ url: config.redisUrl, prefix: config.busPrefix, logger }));
-    const base = { database, bus, logger, clock, internalKey, operatorToken: config.operatorToken };
-    const host = new GrpcHost({ logger, authenticate: options.authenticate?.(base) });
-    const wiring = await options.wire({ ...base, host });
+    const deps: ServiceDeps = { database, bus, logger, clock, internalKey, operatorToken: config.operatorToken };
+    const booted = await wire(
+      deps,
+      (authenticate) => new GrpcHost({ logger, authenticate, maxConnectionAgeMs: config.grpcMaxConnectionAgeMs }),
+    );
+    const { host } = booted;
     let port: number;
     try {
       port = await host.listen(config.bindHost, options.port);
     } catch (error) {
       await host.shutdown(0);
-      await wiring.close?.();
+      await booted.close();
       throw error;
     }
+    const timers = booted.background.map((job) => schedule(job, logger));
     logger.info({ port, store: database.kind, bus: config.redisUrl ? "redis" : "in-process" }, `${name} listening`);
     let stopping: Promise<void> | undefined;
     const openBusRef = bus;
@@ -138,8 +177,9 @@ export async function startGrpcService(options: GrpcServiceOptions): Promise<Run
       database,
       stop() {
         stopping ??= (async () => {
-          await host.shutdown(config.shutdownGraceMs);
-          await wiring.close?.();
+          await host.shutdown(config.shutdownGraceMs, config.drainDelayMs);
+          await Promise.all(timers.map((stop) => stop()));
+          await booted.close();
           if (ownsBus) await openBusRef.close();
           await database.close();
           logger.info(`${name} stopped`);
@@ -152,6 +192,19 @@ export async function startGrpcService(options: GrpcServiceOptions): Promise<Run
     await database.close();
     throw error;
   }
+}
+
+/**
+ * Opens the store, migrates it, connects the bus, wires the handlers and listens (transition:
+ * services move to `defineService` + `startService`; this stays until they have).
+ */
+export function startGrpcService(options: GrpcServiceOptions): Promise<RunningService> {
+  const { wire, authenticate, ...boot } = options;
+  return bootService(boot, async (deps, makeHost) => {
+    const host = makeHost(authenticate?.(deps));
+    const wiring = await wire({ ...deps, host });
+    return { host, background: [], close: () => wiring.close?.() ?? Promise.resolve() };
+  });
 }
 
 /** Runs `stop` once on SIGTERM or SIGINT, then exits (non-zero if stopping failed). */

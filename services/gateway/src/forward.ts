@@ -39,8 +39,8 @@ export function toConnectError(error: unknown): ConnectError {
 export const PEER = createContextKey<string>("", { description: "remote address" });
 
 /** Charges the per-address limit (token lookups, and RPCs whose credential is in the body). */
-export function chargeAddress(limiter: RateLimiter, address: string): void {
-  if (!limiter.take(`addr:${address}`)) {
+export async function chargeAddress(limiter: RateLimiter, address: string): Promise<void> {
+  if (!(await limiter.take(`addr:${address}`))) {
     throw new ResourceExhaustedError("too many requests from this address; slow down");
   }
 }
@@ -53,7 +53,7 @@ export async function callerOf(deps: ForwardDeps, ctx: HandlerContext): Promise<
   const caller = await deps.auth.authenticate(ctx.requestHeader.get("authorization"), () =>
     chargeAddress(deps.limiter, ctx.values.get(PEER)),
   );
-  if (!deps.limiter.take(caller.credentialKey)) {
+  if (!(await deps.limiter.take(caller.credentialKey))) {
     throw new ConnectError("rate limit exceeded for this credential; slow down", Code.ResourceExhausted);
   }
   return caller;
@@ -89,7 +89,7 @@ function forwarder(deps: ForwardDeps, method: DescMethod, call: (...args: unknow
       if (BODY_CREDENTIAL_METHODS.has(`${method.parent.typeName}.${method.name}`)) {
         return (async (request: unknown, ctx: HandlerContext) => {
           try {
-            chargeAddress(deps.limiter, ctx.values.get(PEER));
+            await chargeAddress(deps.limiter, ctx.values.get(PEER));
             const metadata = upstreamMetadata(deps.internalKey, null, ctx.requestHeader.get(REQUEST_ID_HEADER));
             const options = { metadata, deadline: ctx.timeoutMs() ?? deps.defaultTimeoutMs, signal: ctx.signal };
             return await (call(request, options) as Promise<unknown>);

@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
-import { LinkCloseReason, LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import {
+  type CallScope,
   createClient,
   type GrpcServiceOptions,
   isServiceError,
@@ -26,6 +27,9 @@ import { LogStore } from "./store/log";
 import { MachineStore } from "./store/machines";
 import { TransitionStore } from "./store/transitions";
 
+/** How long a cube `Authenticate` may take when the caller set no deadline. */
+const AUTHENTICATE_DEADLINE_MS = 5_000;
+
 /** gRPC status code UNAUTHENTICATED (16). */
 const GRPC_UNAUTHENTICATED = 16;
 
@@ -35,6 +39,8 @@ export type PresenceServiceOptions = Omit<GrpcServiceOptions, "name" | "migratio
   readonly presence?: Partial<PresenceConfig>;
   /** This replica's id in link ownership rows (default: a fresh UUID per start). */
   readonly replicaId?: string;
+  /** How often watch feeds read the database while the bus is down (default BUS_DOWN_POLL_MS). */
+  readonly busDownPollMs?: number;
 };
 
 /** A running presence replica. */
@@ -63,9 +69,13 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
   const replicaId = options.replicaId ?? randomUUID();
   const cube = settings.cubeAddress ? createClient(IdentityService, settings.cubeAddress) : undefined;
   const resolveForeign = cube
-    ? async (raw: string): Promise<Principal | null> => {
+    ? async (raw: string, scope?: CallScope): Promise<Principal | null> => {
         try {
-          const response = await cube.authenticate({ token: raw }, { deadline: 5_000 });
+          // Within the caller's remaining deadline (and cancelled with it); 5 s when it set none.
+          const response = await cube.authenticate(
+            { token: raw },
+            { deadline: scope?.deadline ?? AUTHENTICATE_DEADLINE_MS, signal: scope?.signal },
+          );
           return response.principal ? foreignPrincipal(response.principal) : null;
         } catch (error) {
           if (isServiceError(error) && error.code === GRPC_UNAUTHENTICATED) return null;
@@ -95,12 +105,12 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
       return principalResolver({
         internalKey: deps.internalKey,
         operatorToken: deps.operatorToken,
-        resolveToken: async (parsed, raw) => {
+        resolveToken: async (parsed, raw, scope) => {
           if (parsed.kind === "machine") {
             const machine = await machines.authenticate(parsed);
             return machine ? { kind: "machine", tenantId: machine.tenantId, subjectId: machine.id } : null;
           }
-          return resolveForeign ? resolveForeign(raw) : null;
+          return resolveForeign ? resolveForeign(raw, scope) : null;
         },
       });
     },
@@ -118,6 +128,7 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
         maxLagBytes: settings.watchMaxLagBytes,
         maxStreams: settings.watchMaxStreams,
         sizeOf: transitionSize,
+        downPollMs: options.busDownPollMs,
       });
       host.addService(MachineService, {
         ...machineHandlers({ machines, registry, bus, clock, logger }),
@@ -177,17 +188,15 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
     reconcile: () => live.reconciler.run(),
     renewLeases: () => live.registry.renewLeases(),
     async stop() {
-      // Links end with SHUTDOWN and keep their ownership: daemons reconnect to another replica
-      // within the lease and replace it without a presence flap.
+      // NOT_SERVING, the drain delay, then every stream gets its going-away: links keep their
+      // ownership, so daemons reconnect to another replica within the lease without a presence flap.
       stopTimers();
-      live.registry.stopping = true;
-      live.registry.closeAll(LinkCloseReason.SHUTDOWN);
       await running.stop();
     },
     async kill() {
       stopTimers();
       live.registry.dead = true;
-      running.host.shutdown(0).catch(() => {});
+      running.host.kill();
       await running.stop();
     },
   };

@@ -83,11 +83,12 @@ whole numbers are printed as integers instead.
 
 {{/*
 Seconds Kubernetes waits between the start of termination and SIGKILL: the preStop sleep, then
-the services' own drain (UMX_SHUTDOWN_GRACE_MS, rounded up), then a margin for closing Prisma and
-Redis. Always longer than the drain.
+the services' own drain (UMX_DRAIN_DELAY_MS serving NOT_SERVING, then UMX_SHUTDOWN_GRACE_MS for
+streams to end after their going-away, rounded up), then a margin for closing Prisma and Redis.
+Always longer than the drain.
 */}}
 {{- define "unimatrix.terminationGracePeriodSeconds" -}}
-{{- $drainMs := int64 .Values.config.env.UMX_SHUTDOWN_GRACE_MS }}
+{{- $drainMs := add (int64 .Values.config.env.UMX_SHUTDOWN_GRACE_MS) (int64 (default 0 .Values.config.env.UMX_DRAIN_DELAY_MS)) }}
 {{- add .Values.shutdown.preStopSleepSeconds (div (add $drainMs 999) 1000) .Values.shutdown.extraGraceSeconds }}
 {{- end }}
 

@@ -10,9 +10,9 @@ import * as grpc from "@grpc/grpc-js";
 import { Health as HealthService } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import { ServerReflection as ReflectionService } from "@unimatrix/contracts/grpc/reflection/v1/reflection_pb";
 import type { Logger } from "pino";
-import { UnauthenticatedError, UnimplementedError } from "../errors";
+import type { Principal } from "../auth/principal";
+import { ShutdownReason, UnauthenticatedError, UnimplementedError } from "../errors";
 import { REQUEST_ID_HEADER, requestIdFrom } from "../logger";
-import type { Principal } from "../principal";
 import { serviceDefinition } from "./definition";
 import { HealthRegistry, healthImpl } from "./health";
 import { reflectionImpl } from "./reflection";
@@ -26,7 +26,7 @@ export interface CallContext {
   readonly requestId: string;
   /** A child logger carrying the request id and method. */
   readonly logger: Logger;
-  /** Aborted when the caller cancels, the deadline passes, or the server shuts down. */
+  /** Aborted when the caller cancels, the deadline passes, or the server shuts down (reason: `ShutdownReason`). */
   readonly signal: AbortSignal;
   readonly deadline: Date | undefined;
   /**
@@ -71,8 +71,16 @@ export type MethodImpl<M> = M extends {
 /** Implementation of a service: one function per method, keyed by the method's local name. */
 export type ServiceImpl<S extends DescService> = { [K in keyof S["method"]]: MethodImpl<S["method"][K]> };
 
+/** The bounds of the call being authenticated, for lookups it makes on the caller's behalf. */
+export interface CallScope {
+  /** The caller's deadline, if it set one: calls made to resolve it should not outlive it. */
+  readonly deadline: Date | undefined;
+  /** Aborted when the call ends (cancelled, deadline, shutdown). */
+  readonly signal: AbortSignal;
+}
+
 /** Resolves the caller from call metadata (signed principal or bearer token). */
-export type Authenticate = (metadata: grpc.Metadata) => Promise<Principal>;
+export type Authenticate = (metadata: grpc.Metadata, scope?: CallScope) => Promise<Principal>;
 
 /** Options of a gRPC host. */
 export interface GrpcHostOptions {
@@ -81,6 +89,13 @@ export interface GrpcHostOptions {
   readonly authenticate?: Authenticate;
   /** Largest accepted request message, bytes (default 4 MiB). */
   readonly maxReceiveMessageBytes?: number;
+  /**
+   * Age after which a client connection is sent GOAWAY, so clients re-resolve and spread onto new
+   * replicas (0 or unset: never). Calls in flight keep running on it for `maxConnectionAgeGraceMs`.
+   */
+  readonly maxConnectionAgeMs?: number;
+  /** How long calls may go on on an aged connection before it is closed (unset: until they end). */
+  readonly maxConnectionAgeGraceMs?: number;
 }
 
 type AnyCall =
@@ -109,6 +124,10 @@ export class GrpcHost {
       "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
       "grpc.keepalive_time_ms": 30_000,
       "grpc.keepalive_permit_without_calls": 1,
+      ...(options.maxConnectionAgeMs ? { "grpc.max_connection_age_ms": options.maxConnectionAgeMs } : {}),
+      ...(options.maxConnectionAgeMs && options.maxConnectionAgeGraceMs
+        ? { "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs }
+        : {}),
     });
   }
 
@@ -137,16 +156,22 @@ export class GrpcHost {
   }
 
   /**
-   * Stops: health NOT_SERVING, refuse new calls, abort open streams so they can end cleanly,
-   * and cut whatever is still open after `graceMs`.
+   * Stops: health NOT_SERVING at once; keeps serving (new calls too) for `drainDelayMs` so load
+   * balancers and resolvers move away; then aborts every open call with `ShutdownReason` (streams
+   * send their typed going-away and end), refuses new calls, and cuts whatever is still open after
+   * `graceMs`.
    */
-  async shutdown(graceMs: number): Promise<void> {
+  async shutdown(graceMs: number, drainDelayMs = 0): Promise<void> {
     if (this.#stopping) return;
     this.#stopping = true;
     this.health.shutdown();
     // Let health watchers send NOT_SERVING before their streams are told to end.
     await new Promise((resolve) => setImmediate(resolve));
-    for (const controller of this.#open) controller.abort(new Error("server shutting down"));
+    if (drainDelayMs > 0) {
+      this.#logger.info({ drainDelayMs }, "draining: NOT_SERVING, still serving until the delay is over");
+      await new Promise((resolve) => setTimeout(resolve, drainDelayMs));
+    }
+    for (const controller of this.#open) controller.abort(new ShutdownReason());
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
         this.#server.forceShutdown();
@@ -158,6 +183,12 @@ export class GrpcHost {
         resolve();
       });
     });
+  }
+
+  /** Stops like a crash (chaos drills and tests): every connection is cut at once, no going-away. */
+  kill(): void {
+    this.#stopping = true;
+    this.#server.forceShutdown();
   }
 
   #context(call: AnyCall, method: string): { ctx: CallContext; done: () => void } {
@@ -181,7 +212,9 @@ export class GrpcHost {
       deadline: deadlineDate,
       abort: (reason?: unknown) => controller.abort(reason),
       principal() {
-        principal ??= authenticate ? authenticate(call.metadata) : Promise.reject(new UnauthenticatedError());
+        principal ??= authenticate
+          ? authenticate(call.metadata, { deadline: deadlineDate, signal: controller.signal })
+          : Promise.reject(new UnauthenticatedError());
         return principal;
       },
     };

@@ -1,8 +1,15 @@
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import type { Logger } from "pino";
-import { DomainError } from "../errors";
+import { DomainError, StoreAnomalyError } from "../errors";
+import { isTransactionTimeout, isUniqueViolation } from "../store/unique";
 
-/** The status a caller receives for an error thrown by a handler. */
+/** A caller-facing status: a gRPC code (Connect uses the same numbers) and a message safe to show. */
+export interface Status {
+  readonly code: status;
+  readonly message: string;
+}
+
+/** The status a caller receives for an error thrown by a handler (with the trailing metadata grpc-js wants). */
 export interface CallStatus {
   readonly code: status;
   readonly details: string;
@@ -18,15 +25,42 @@ export function isServiceError(error: unknown): error is ServiceError {
   );
 }
 
+/** A Connect error (the gateway's own, from @connectrpc/connect) recognised by shape: the kit does not depend on Connect. */
+function connectStatus(error: unknown): Status | undefined {
+  const e = error as { name?: unknown; code?: unknown; rawMessage?: unknown } | null;
+  if (e?.name !== "ConnectError" || typeof e.code !== "number" || typeof e.rawMessage !== "string") return undefined;
+  return { code: e.code as status, message: e.rawMessage };
+}
+
 /**
- * Maps a thrown error to a status: domain errors keep their code and message, statuses from
- * downstream calls pass through, anything else is INTERNAL with a generic message (and logged).
+ * THE error → status mapping, used by the gRPC host and the gateway's Connect, SSE and MCP surfaces:
+ * - domain errors (incl. `ShutdownReason` → UNAVAILABLE) keep their code and message;
+ * - statuses from downstream gRPC calls and Connect errors pass through;
+ * - an uncaught unique violation is ALREADY_EXISTS, a Prisma transaction timeout UNAVAILABLE,
+ *   a `StoreAnomalyError` ABORTED (each retryable or final, never INTERNAL);
+ * - anything else is INTERNAL with a generic message.
+ * With a logger, what the caller does not see (anomalies, INTERNAL causes) is logged.
  */
-export function toCallStatus(error: unknown, logger: Logger, method: string): CallStatus {
-  if (error instanceof DomainError) return { code: error.code, details: error.message, metadata: new Metadata() };
-  if (isServiceError(error)) {
-    return { code: error.code, details: error.details, metadata: new Metadata() };
+export function toStatus(error: unknown, logger?: Logger, method?: string): Status {
+  if (error instanceof DomainError) return { code: error.code, message: error.message };
+  if (isServiceError(error)) return { code: error.code, message: error.details };
+  const connect = connectStatus(error);
+  if (connect) return connect;
+  if (error instanceof StoreAnomalyError) {
+    logger?.warn({ err: error, method }, "store anomaly; caller told to retry");
+    return { code: status.ABORTED, message: "the request conflicted with a concurrent change; retry" };
   }
-  logger.error({ err: error, method }, "unhandled error in handler");
-  return { code: status.INTERNAL, details: "internal error", metadata: new Metadata() };
+  if (isUniqueViolation(error)) return { code: status.ALREADY_EXISTS, message: "a record with these values exists" };
+  if (isTransactionTimeout(error)) {
+    logger?.warn({ err: error, method }, "transaction timed out");
+    return { code: status.UNAVAILABLE, message: "the store is busy; retry" };
+  }
+  logger?.error({ err: error, method }, "unhandled error in handler");
+  return { code: status.INTERNAL, message: "internal error" };
+}
+
+/** `toStatus` in the shape grpc-js's callbacks and stream errors take. */
+export function toCallStatus(error: unknown, logger: Logger, method: string): CallStatus {
+  const { code, message } = toStatus(error, logger, method);
+  return { code, details: message, metadata: new Metadata() };
 }

@@ -5,7 +5,7 @@ import {
   type SubscribeActivityRequest,
   type SubscribeActivityResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { type CallContext, type Principal, ResourceExhaustedError } from "@unimatrix/service-kit";
+import { type CallContext, isShutdown, type Principal, ResourceExhaustedError } from "@unimatrix/service-kit";
 import { encodeCursor } from "../cursor";
 import type { CubeDeps } from "../deps";
 import { READ, requireAccess } from "../store/access";
@@ -196,9 +196,8 @@ export function subscribeActivity(deps: CubeDeps, hub: FeedHub) {
       for (;;) {
         await sink.wait(ctx.signal);
         if (ctx.signal.aborted) {
-          if (String((ctx.signal.reason as Error | undefined)?.message).includes("shutting down")) {
-            yield { event: { case: "closed", value: { reason: StreamCloseReason.SHUTDOWN, cursor: sink.cursor() } } };
-          }
+          // The replica drained and is stopping: the typed "reconnect with your cursor".
+          if (isShutdown(ctx.signal)) yield { event: { case: "goingAway", value: { cursor: sink.cursor() } } };
           return;
         }
         if (sink.needCatchUp) {

@@ -6,7 +6,13 @@ import {
   type LinkRequest,
   type LinkResponseSchema,
 } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import { type CallContext, type Clock, InvalidArgumentError, PermissionDeniedError } from "@unimatrix/service-kit";
+import {
+  type CallContext,
+  type Clock,
+  InvalidArgumentError,
+  isShutdown,
+  PermissionDeniedError,
+} from "@unimatrix/service-kit";
 import type { LinkHandle, LinkRegistry } from "../live/links";
 import { Mailbox } from "../live/mailbox";
 
@@ -109,7 +115,12 @@ export function linkHandler(deps: LinkDeps) {
             yield closed(item.reason);
             return;
           case "abort":
-            if (deps.registry.stopping) yield closed(LinkCloseReason.SHUTDOWN);
+            if (isShutdown(ctx.signal)) {
+              // The replica drained and is stopping: keep the ownership (the daemon reconnects to
+              // another replica within the lease, no presence flap) and say "going away".
+              deps.registry.stopping = true;
+              yield { event: { case: "goingAway", value: {} } };
+            }
             return;
           default:
             return;

@@ -3,6 +3,7 @@ import type { WatchMachinesRequest } from "@unimatrix/contracts/unimatrix/presen
 import {
   type CallContext,
   InvalidArgumentError,
+  isShutdown,
   type Principal,
   parseToken,
   ResourceExhaustedError,
@@ -146,7 +147,12 @@ export function watchMachinesHandler(deps: WatchDeps) {
         const wake = await mailbox.take();
         if (wake === "wake") state.wakeQueued = false;
         if (state.cut || wake === "cut") throw tooSlow();
-        if (wake === "abort") return;
+        if (wake === "abort") {
+          // The replica drained and is stopping: the typed "reconnect with your cursor".
+          if (isShutdown(ctx.signal))
+            yield { event: { case: "goingAway", value: { cursor: state.cursor.toString() } } };
+          return;
+        }
         let recheck = false;
         if (wake === "tick") {
           recheck = true;

@@ -34,6 +34,8 @@ export interface FeedOptions {
 }
 
 const PAGE = 256;
+/** While the bus is down, every feed drains the database this often (a doorbell that never rings). */
+export const BUS_DOWN_POLL_MS = 1_000;
 
 /**
  * One tenant's live log on this replica: it drains the database once per doorbell and keeps a
@@ -151,6 +153,8 @@ export interface WatchHubOptions {
   readonly maxLagBytes: number;
   readonly maxStreams: number;
   readonly sizeOf: (event: PresenceEvent) => number;
+  /** How often feeds drain while the bus is down (default BUS_DOWN_POLL_MS). */
+  readonly downPollMs?: number | undefined;
 }
 
 /** The feeds of this replica (one per watched tenant) and the open-stream counts per credential. */
@@ -158,12 +162,20 @@ export class WatchHub {
   readonly #feeds = new Map<string, { feed: Promise<TenantFeed>; refs: number; sub: Promise<BusSubscription> }>();
   readonly #streams = new Map<string, number>();
   readonly #unsubscribeReconnect: () => void;
+  readonly #downPoll: NodeJS.Timeout;
 
   constructor(private readonly options: WatchHubOptions) {
     // After a bus outage every feed drains from its cursor: nothing published meanwhile is lost.
-    this.#unsubscribeReconnect = options.bus.onReconnect(() => {
-      for (const entry of this.#feeds.values()) void entry.feed.then((feed) => feed.poke()).catch(() => {});
-    });
+    this.#unsubscribeReconnect = options.bus.onReconnect(() => this.#pokeAll());
+    // While it is down, other replicas' transitions are read on a short interval instead.
+    this.#downPoll = setInterval(() => {
+      if (!options.bus.healthy()) this.#pokeAll();
+    }, options.downPollMs ?? BUS_DOWN_POLL_MS);
+    this.#downPoll.unref();
+  }
+
+  #pokeAll(): void {
+    for (const entry of this.#feeds.values()) void entry.feed.then((feed) => feed.poke()).catch(() => {});
   }
 
   /** Takes one of a credential's stream slots; RESOURCE_EXHAUSTED when all are taken. */
@@ -230,6 +242,7 @@ export class WatchHub {
   }
 
   close(): void {
+    clearInterval(this.#downPoll);
     this.#unsubscribeReconnect();
   }
 }

@@ -1,0 +1,36 @@
+import type { Logger } from "pino";
+import type { Bus } from "./bus";
+
+let failures = 0;
+
+/** How many post-commit publishes failed in this process (a metric; readers healed from the database). */
+export function publishFailures(): number {
+  return failures;
+}
+
+/**
+ * THE post-commit publish: rings `channel` (or each distinct channel) with `payload` once the
+ * transaction committed. Awaited so a caller's next read sees the doorbell sent, but it never
+ * throws: the data is already committed, a lost doorbell only delays readers until their heal
+ * tick. Failures are logged and counted. Resolves true when every publish was handed to the bus.
+ */
+export async function publishAfterCommit(
+  bus: Bus,
+  channel: string | Iterable<string>,
+  payload: string,
+  logger: Logger,
+): Promise<boolean> {
+  const channels = typeof channel === "string" ? [channel] : [...new Set(channel)];
+  const results = await Promise.allSettled(channels.map((c) => bus.publish(c, payload)));
+  let ok = true;
+  results.forEach((result, i) => {
+    if (result.status === "fulfilled") return;
+    ok = false;
+    failures += 1;
+    logger.warn(
+      { err: result.reason, channel: channels[i] },
+      "bus publish failed after commit; subscribers will heal from the database",
+    );
+  });
+  return ok;
+}

@@ -1,0 +1,9 @@
+/** `@unimatrix/service-kit/grpc`: hosting, typed clients, health, reflection, routes and the one error → status mapper. */
+export { isShutdown, ShutdownReason } from "../errors";
+export * from "./client";
+export * from "./definition";
+export * from "./health";
+export * from "./host";
+export * from "./reflection";
+export * from "./route";
+export * from "./status";

@@ -1,0 +1,7 @@
+/** `@unimatrix/service-kit/store`: databases, migrations, transactions and store errors. */
+export { StoreAnomalyError } from "../errors";
+export * from "./database";
+export * from "./migrations";
+export * from "./sql";
+export * from "./transaction";
+export * from "./unique";

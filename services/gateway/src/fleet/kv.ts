@@ -1,0 +1,78 @@
+import type { Clock } from "@unimatrix/service-kit";
+import type { SharedStore } from "./shared";
+
+/**
+ * Expiring string values shared by the fleet (Redis), written through to this replica's memory
+ * so what this replica wrote keeps working while Redis is unreachable. Redis answers win while it
+ * is up (a value deleted elsewhere is gone here too).
+ */
+export class SharedValues {
+  readonly #local = new Map<string, { value: string; until: number }>();
+
+  constructor(
+    private readonly store: SharedStore,
+    private readonly name: string,
+    private readonly clock: Clock,
+    /** Most values kept in memory; the oldest go first. */
+    private readonly maxLocal = 10_000,
+  ) {}
+
+  /** The value under `key`, or undefined when absent or expired. */
+  async get(key: string): Promise<string | undefined> {
+    return this.store.either(
+      async (redis) => (await redis.get(this.#key(key))) ?? undefined,
+      () => this.#getLocal(key),
+    );
+  }
+
+  /** Stores `value` under `key` for `ttlMs`. */
+  async set(key: string, value: string, ttlMs: number): Promise<void> {
+    this.#setLocal(key, value, ttlMs);
+    await this.store.either(
+      async (redis) => void (await redis.set(this.#key(key), value, "PX", ttlMs)),
+      () => undefined,
+    );
+  }
+
+  /** Extends `key`'s life to `ttlMs` from now. */
+  async touch(key: string, ttlMs: number): Promise<void> {
+    const local = this.#local.get(key);
+    if (local) local.until = this.clock.now().getTime() + ttlMs;
+    await this.store.either(
+      async (redis) => void (await redis.pexpire(this.#key(key), ttlMs)),
+      () => undefined,
+    );
+  }
+
+  /** Removes `key`. */
+  async delete(key: string): Promise<void> {
+    this.#local.delete(key);
+    await this.store.either(
+      async (redis) => void (await redis.del(this.#key(key))),
+      () => undefined,
+    );
+  }
+
+  #getLocal(key: string): string | undefined {
+    const local = this.#local.get(key);
+    if (!local) return undefined;
+    if (local.until <= this.clock.now().getTime()) {
+      this.#local.delete(key);
+      return undefined;
+    }
+    return local.value;
+  }
+
+  #setLocal(key: string, value: string, ttlMs: number): void {
+    this.#local.delete(key);
+    if (this.#local.size >= this.maxLocal) {
+      const oldest = this.#local.keys().next().value;
+      if (oldest !== undefined) this.#local.delete(oldest);
+    }
+    this.#local.set(key, { value, until: this.clock.now().getTime() + ttlMs });
+  }
+
+  #key(key: string): string {
+    return `${this.store.prefix}${this.name}:${key}`;
+  }
+}
