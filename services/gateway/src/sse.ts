@@ -86,7 +86,8 @@ async function serveStream<M>(
   after: string | undefined,
   open: Open<M>,
   step: (message: M) => Step,
-  toFrames: (message: M, resumed: boolean) => SseFrame[],
+  /** `readySent`: the browser already had its ready event (a resumed upstream's is not repeated). */
+  toFrames: (message: M, readySent: boolean) => SseFrame[],
 ): Promise<void> {
   const controller = new AbortController();
   request.once("close", () => controller.abort());
@@ -152,11 +153,13 @@ async function serveStream<M>(
     });
     deps.onStream?.(1);
     try {
-      for await (const { message, resumed } of followed) {
+      let readySent = false;
+      for await (const { message } of followed) {
         start();
         let flushed = true;
-        for (const frame of toFrames(message, resumed)) {
+        for (const frame of toFrames(message, readySent)) {
           flushed = writeFrame(response, frame);
+          if (frame.event === "ready" || frame.event === "machine_ready") readySent = true;
           if (frame.end) {
             controller.abort();
             response.end();
@@ -225,7 +228,7 @@ export function cubeEvents(
           return {};
       }
     },
-    (message, resumed) => {
+    (message, readySent) => {
       const json = toJson(SubscribeActivityResponseSchema, message) as Record<string, unknown>;
       const { event } = message;
       switch (event.case) {
@@ -237,7 +240,7 @@ export function cubeEvents(
           return [{ comment: `heartbeat ${new Date().toISOString()}` }];
         case "ready":
           // Sent once: a resumed upstream's ready is the gateway's business, not the browser's.
-          return resumed ? [] : [{ event: "ready", id: event.value.cursor || undefined, data: json.ready }];
+          return readySent ? [] : [{ event: "ready", id: event.value.cursor || undefined, data: json.ready }];
         case "accessRevoked":
           return [{ event: "access_revoked", data: json.accessRevoked ?? {}, end: true }];
         case "closed":
@@ -272,7 +275,7 @@ export function machineEvents(deps: SseDeps, request: IncomingMessage, response:
           return {};
       }
     },
-    (message, resumed) => {
+    (message, readySent) => {
       const json = toJson(WatchMachinesResponseSchema, message) as Record<string, unknown>;
       const { event } = message;
       switch (event.case) {
@@ -283,7 +286,7 @@ export function machineEvents(deps: SseDeps, request: IncomingMessage, response:
         case "machineUnlinked":
           return [{ event: "machine_unlinked", id: event.value.cursor, data: json.machineUnlinked }];
         case "machineReady":
-          return resumed ? [] : [{ event: "machine_ready", id: event.value.cursor, data: json.machineReady }];
+          return readySent ? [] : [{ event: "machine_ready", id: event.value.cursor, data: json.machineReady }];
         case "heartbeat":
           return [{ comment: `heartbeat ${new Date().toISOString()}` }];
         case "accessRevoked":

@@ -20,7 +20,12 @@ async function openStream(url: string, token: string, headers: Record<string, st
 /** A clock tests move by hand. */
 function manualClock(start = Date.now()) {
   let now = start;
-  return { now: () => new Date(now), advance: (ms: number) => void (now += ms) };
+  return {
+    now: () => new Date(now),
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
 }
 
 describe("gateway: limits across replicas", () => {

@@ -62,7 +62,8 @@ const step = ({ event }: SubscribeActivityResponse): Step => {
  * activity and sends each entry and notification as an MCP logging notification whose SSE event
  * id is the drone's cube cursor; reopened anywhere with `Last-Event-ID` it resumes right after it
  * (no gap, no duplicate: the database is the truth). Before a seat is attached — possibly through
- * another replica — it waits, re-reading the session. A revoked seat or credential gets a final
+ * another replica — it waits, re-reading the session, then starts where the seat started. Opened
+ * without `Last-Event-ID` on a seated session it starts at the head (`log_read` catches up). A revoked seat or credential gets a final
  * notice, then the stream ends.
  */
 export async function servePush(
@@ -94,6 +95,7 @@ export async function servePush(
   const given = request.headers["last-event-id"];
   let lastEventId = typeof given === "string" && given.length > 0 ? given : undefined;
   let current = record;
+  let seatStarted = false;
   let following: AbortController | undefined;
   let ended = false;
   const end = () => {
@@ -119,6 +121,7 @@ export async function servePush(
         if (!sameSeat(next.seat, current.seat)) {
           // A seat was attached (or changed) through some replica: start pushing it from its start.
           lastEventId = undefined;
+          seatStarted = true;
           following?.abort();
         }
         current = next;
@@ -136,7 +139,9 @@ export async function servePush(
       }
       following = new AbortController();
       const signal = AbortSignal.any([closed.signal, following.signal]);
-      const after = lastEventId ?? (await deps.sessions.lastPushed(id).catch(() => undefined)) ?? current.cursor;
+      // After the client's Last-Event-ID; else, for a seat attached while this stream was open,
+      // from where the seat started (nothing between attach and now is lost); else from the head.
+      const after = lastEventId ?? (seatStarted ? current.cursor : undefined);
       let first = true;
       try {
         for await (const { message } of follow({
@@ -162,7 +167,6 @@ export async function servePush(
                 : { event: "notification", notification: toJson(NotificationSchema, event.value) };
             send("info", data, event.value.cursor);
             lastEventId = event.value.cursor;
-            void deps.sessions.pushed(id, event.value.cursor).catch(() => {});
           } else if (event.case === "heartbeat") {
             write(": heartbeat\n\n");
           } else if (event.case === "accessRevoked") {

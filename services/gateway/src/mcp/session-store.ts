@@ -19,7 +19,7 @@ export interface SessionRecord {
   /** SHA-256 of the bearer token that opened it (never the token): only that bearer may use it. */
   readonly credentialKey: string;
   readonly seat?: SeatRecord | undefined;
-  /** The last cube cursor pushed to the client (the push stream's event id). */
+  /** Where the seat started (the cube's head when it was attached): a push stream open at attach starts here. */
   readonly cursor?: string | undefined;
   /** The level set with `logging/setLevel` (push notifications below it are not sent). */
   readonly logLevel?: LoggingLevel | undefined;
@@ -35,7 +35,6 @@ type Stored = Omit<SessionRecord, "seat"> & { seat?: Omit<SeatRecord, "token"> &
 export class McpSessionStore {
   readonly #values: SharedValues;
   readonly #leases: LeaseTable;
-  readonly #cursors: SharedValues;
   readonly #key: Buffer;
 
   constructor(
@@ -47,7 +46,7 @@ export class McpSessionStore {
   ) {
     this.#values = new SharedValues(store, "mcp:session", clock);
     this.#leases = new LeaseTable(store, "mcp:held", clock);
-    this.#cursors = new SharedValues(store, "mcp:cursor", clock);
+
     this.#key = createHash("sha256").update(`unimatrix mcp session seal\0${internalKey}`).digest();
   }
 
@@ -95,24 +94,9 @@ export class McpSessionStore {
     return next;
   }
 
-  /** The cursor last pushed on the session's push stream (by any replica). */
-  lastPushed(id: string): Promise<string | undefined> {
-    return this.#cursors.get(id);
-  }
-
-  /** Records the cursor just pushed. */
-  pushed(id: string, cursor: string): Promise<void> {
-    return this.#cursors.set(id, cursor, this.idleMs);
-  }
-
-  /** Forgets the pushed cursor (a new seat starts from its own start). */
-  resetPushed(id: string): Promise<void> {
-    return this.#cursors.delete(id);
-  }
-
   /** Ends the session fleet-wide. */
   async delete(id: string, credentialKey: string): Promise<void> {
-    await Promise.all([this.#values.delete(id), this.#cursors.delete(id), this.#leases.release(credentialKey, id)]);
+    await Promise.all([this.#values.delete(id), this.#leases.release(credentialKey, id)]);
   }
 
   #seal(token: string): string {

@@ -102,7 +102,6 @@ export class McpSession {
     const seat = { cubeId, roleId, droneId: reply.drone.id, token };
     const same = current?.cubeId === cubeId && current.droneId === seat.droneId;
     const cursor = same ? this.#record.cursor : await this.#head(seat, given.signal);
-    if (!same) await this.deps.sessions.resetPushed(this.id);
     this.#record = (await this.deps.sessions.update(this.id, { seat, cursor })) ?? this.#record;
     return reply;
   }
