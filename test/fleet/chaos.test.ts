@@ -1,5 +1,5 @@
 import { Fleet, type Targets } from "./harness/fleet";
-import { poll } from "./harness/processes";
+import { type DrainRecord, poll } from "./harness/processes";
 import { buildResult, type RunResult, summary } from "./harness/report";
 import { type McpSpread, Scenario } from "./harness/scenario";
 import type { SequenceReport, StreamRecord } from "./harness/streams";
@@ -8,7 +8,8 @@ import { nonAlternating } from "./harness/truth";
 /**
  * DESIGN §8's proof: under steady load through every surface, SIGKILL a cube replica (and start it
  * again), a presence replica and a gateway, cut Redis for a few seconds (starting the killed
- * presence replica again while it is down), then check that every acknowledged append and every transition reached every resumed
+ * presence replica again while it is down), then SIGTERM the other cube and presence replicas (each
+ * drains), then check that every acknowledged append and every transition reached every resumed
  * stream exactly once, in order, and that nothing answered 5xx but requests in flight on a killed
  * process. Each check names the fix it depends on (issue 12): [today] holds on main as it is;
  * [fleet-gw] needs the gateway work (any gRPC target with round robin, SSE/MCP push re-subscribing
@@ -20,6 +21,8 @@ const targets = (process.env.FLEET_TARGETS as Targets | undefined) ?? "balanced"
 const spread = (process.env.FLEET_MCP as McpSpread | undefined) ?? "cross";
 /** How long Redis stays cut at least. */
 const OUTAGE_MS = 6_000;
+/** UMX_DRAIN_DELAY_MS of the services: how long a SIGTERMed replica answers NOT_SERVING while still serving. */
+const DRAIN_MS = 2_000;
 
 describe(`fleet: kills and a Redis outage under load (${targets} targets, ${spread} MCP)`, () => {
   let fleet: Fleet;
@@ -28,6 +31,7 @@ describe(`fleet: kills and a Redis outage under load (${targets} targets, ${spre
   const stalls: string[] = [];
   let restartDuringOutage: string | undefined = "not tried";
   let outage = { from: 0, to: 0 };
+  const drains: DrainRecord[] = [];
 
   /** Waits for progress; a stall is recorded (and asserted below) instead of ending the run. */
   const progress = async (entries: number, links: number, what: string) => {
@@ -45,7 +49,9 @@ describe(`fleet: kills and a Redis outage under load (${targets} targets, ${spre
       label: "chaos",
       targets,
       env: {
+        cube: { UMX_DRAIN_DELAY_MS: String(DRAIN_MS) },
         presence: {
+          UMX_DRAIN_DELAY_MS: String(DRAIN_MS),
           PRESENCE_LINK_HEARTBEAT_MS: "1000",
           PRESENCE_LINK_LEASE_MS: "3000",
           PRESENCE_RECONCILE_MS: "1000",
@@ -84,6 +90,11 @@ describe(`fleet: kills and a Redis outage under load (${targets} targets, ${spre
     if (!presence1.running)
       await fleet.restart(presence1).catch((error) => stalls.push(`presence-1 restart: ${error}`));
     await progress(40, 8, "after presence-1 came back");
+    // Graceful stops: the other replica of each service drains under load.
+    drains.push(await fleet.drain(fleet.cube[1]!));
+    await progress(30, 4, "after cube-2 drained");
+    drains.push(await fleet.drain(fleet.presence[1]!));
+    await progress(30, 4, "after presence-2 drained");
     await scenario.stopLoad();
     result = buildResult(scenario, await scenario.settle());
     process.stdout.write(
@@ -153,5 +164,21 @@ describe(`fleet: kills and a Redis outage under load (${targets} targets, ${spre
     const during = (r: StreamRecord) => r.delivered.filter((d) => d.at > outage.from && d.at < outage.to).length;
     expect(outage.to - outage.from).toBeGreaterThanOrEqual(OUTAGE_MS);
     expect(scenario.activity.filter((r) => during(r) === 0).map((r) => r.name)).toEqual([]);
+  });
+
+  it("[fleet-svc] SIGTERM: Health/Check answered NOT_SERVING for the drain delay before the replica went away", () => {
+    expect(drains.map((d) => d.name)).toEqual(["cube-2", "presence-2"]);
+    for (const drain of drains) {
+      const i = drain.health.findIndex((h) => h.status === "NOT_SERVING");
+      expect({ name: drain.name, sawNotServing: i >= 0 }).toEqual({ name: drain.name, sawNotServing: true });
+      const until = drain.health[i + 1]?.at ?? drain.exitedAt;
+      // Observed by polling every 50 ms, so up to one poll shorter than it was.
+      expect(until - drain.health[i]!.at).toBeGreaterThanOrEqual(DRAIN_MS - 200);
+    }
+  });
+
+  it("[fleet-svc] SIGTERM: streams on a draining replica got the typed going_away and resumed elsewhere", () => {
+    const pinned = [...scenario.activity, ...scenario.presence].filter((r) => r.name.includes("-2 first"));
+    expect(pinned.map((r) => [r.name, r.goingAway > 0])).toEqual(pinned.map((r) => [r.name, true]));
   });
 });

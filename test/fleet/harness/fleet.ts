@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { TEST_DATABASE_URL, TEST_INTERNAL_KEY, uniqueName } from "@unimatrix/service-kit/testing";
 import pg from "pg";
 import { Ledger } from "./ledger";
-import { FleetProcess, type KillRecord, type ServiceKind } from "./processes";
+import { type DrainRecord, FleetProcess, type KillRecord, type ServiceKind } from "./processes";
 import { RedisProxy } from "./redis-proxy";
 
 /** The operator token every fleet process accepts (seeding only). */
@@ -168,6 +168,19 @@ export class Fleet {
     const record = await target.kill();
     this.ledger.kills.push(record);
     this.note(`SIGKILL ${target.name} (gone after ${record.exitedAt - record.signalledAt} ms)`);
+    return record;
+  }
+
+  /** Every graceful stop (SIGTERM): not an excuse for any failed request. */
+  readonly drains: DrainRecord[] = [];
+
+  /** Stops a process gracefully (SIGTERM), watching its health while it drains. */
+  async drain(target: FleetProcess): Promise<DrainRecord> {
+    this.note(`SIGTERM ${target.name}`);
+    const record = await target.terminate();
+    this.drains.push(record);
+    const seen = record.health.map((h) => `${h.status} at +${h.at - record.signalledAt} ms`).join(", ");
+    this.note(`${target.name} drained and gone after ${record.exitedAt - record.signalledAt} ms; health: ${seen}`);
     return record;
   }
 

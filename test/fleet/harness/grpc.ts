@@ -23,10 +23,16 @@ export function bearer(token: string, extra: { signal?: AbortSignal; deadline?: 
 /** Names the fleet process at a peer address (`127.0.0.1:<port>`), for excusing broken streams. */
 export type PeerName = (peer: string) => string;
 
-/** A typed activity client over every cube replica (`ipv4:a,b`, round robin). */
-export function activityClient(target: string): TypedClient<typeof ActivityService> {
-  return createClient(ActivityService, target, undefined, ROUND_ROBIN);
+/** A typed activity client over every cube replica (`ipv4:a,b`, round robin; `pickFirst`: the first that answers). */
+export function activityClient(target: string, pickFirst = false): TypedClient<typeof ActivityService> {
+  return createClient(ActivityService, target, undefined, pickFirst ? PICK_FIRST : ROUND_ROBIN);
 }
+
+/** grpc-js's default policy, with quick reconnects: a client that stays on the first address while it answers. */
+export const PICK_FIRST: grpc.ChannelOptions = {
+  "grpc.initial_reconnect_backoff_ms": 200,
+  "grpc.max_reconnect_backoff_ms": 1_000,
+};
 
 /**
  * Follows SubscribeActivity straight on the cube replicas, resuming with `after` = the last cursor
@@ -57,6 +63,11 @@ export function followActivity(
           else if (event.case === "closed") {
             if (event.value.cursor) record.cursor = event.value.cursor;
             record.breaks.push({ at: Date.now(), reason: `closed ${event.value.reason}` });
+            break;
+          } else if (event.case === "goingAway") {
+            // Not an error: the replica drains; resume from its cursor (elsewhere).
+            if (event.value.cursor) record.cursor = event.value.cursor;
+            record.goingAway += 1;
             break;
           } else if (event.case === "accessRevoked") throw new Error(`access revoked: ${event.value.reason}`);
         }
@@ -90,6 +101,7 @@ export function followMachines(
       record.opens += 1;
       const stream = client.watchMachines({ after: record.cursor }, bearer(token, { signal }));
       let peer = "";
+      let wentAway = false;
       try {
         for await (const message of stream) {
           if (!peer) peer = stream.getPeer();
@@ -103,9 +115,14 @@ export function followMachines(
             const kind = event.case === "machineLinked" ? "linked" : "unlinked";
             record.deliver(`${event.value.cursor}/${kind}/${event.value.machineId}`, event.value.cursor);
           } else if (event.case === "machineReady") record.readyCount += 1;
-          else if (event.case === "accessRevoked") throw new Error("access revoked");
+          else if (event.case === "goingAway") {
+            if (event.value.cursor) record.cursor = event.value.cursor;
+            record.goingAway += 1;
+            wentAway = true;
+            break;
+          } else if (event.case === "accessRevoked") throw new Error("access revoked");
         }
-        record.breaks.push({ at: Date.now(), reason: "ended" });
+        if (!wentAway) record.breaks.push({ at: Date.now(), reason: "ended" });
       } catch (error) {
         if (signal.aborted) return;
         record.breaks.push({ at: Date.now(), reason: String((error as Error).message) });

@@ -27,6 +27,11 @@ export interface KillRecord {
   readonly exitedAt: number;
 }
 
+/** A graceful stop: SIGTERM at `signalledAt`, gone at `exitedAt`, and each change of its health answer. */
+export interface DrainRecord extends KillRecord {
+  readonly health: readonly { readonly at: number; readonly status: string }[];
+}
+
 /** Resolves when `predicate` holds, polling every `everyMs`; rejects after `timeoutMs` naming `what`. */
 export async function poll(
   predicate: () => boolean | Promise<boolean>,
@@ -155,6 +160,35 @@ export class FleetProcess {
     child.kill("SIGKILL");
     await this.#exited;
     return { name: this.name, signalledAt, exitedAt: Date.now() };
+  }
+
+  /**
+   * SIGTERM while polling `Health/Check` every 50 ms: what a load balancer sees while the process
+   * drains (the answers, with their time), until it is gone.
+   */
+  async terminate(graceMs = 30_000): Promise<DrainRecord> {
+    const child = this.#child;
+    if (!child || !this.running) throw new Error(`${this.name} is not running`);
+    const health = createClient(Health, this.address);
+    const seen: { at: number; status: string }[] = [];
+    const signalledAt = Date.now();
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+    let gone = false;
+    const exited = this.#exited.then(() => {
+      gone = true;
+    });
+    while (!gone) {
+      const status = await health
+        .check({ service: "" }, { deadline: 500 })
+        .then((answer) => HealthCheckResponse_ServingStatus[answer.status] ?? String(answer.status))
+        .catch((error: { code?: number }) => `error ${error.code}`);
+      if (seen.at(-1)?.status !== status) seen.push({ at: Date.now(), status });
+      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 50))]);
+    }
+    clearTimeout(timer);
+    health.close();
+    return { name: this.name, signalledAt, exitedAt: Date.now(), health: seen };
   }
 
   /** SIGTERM and wait (SIGKILL after `graceMs`). */

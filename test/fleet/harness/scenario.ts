@@ -14,6 +14,7 @@ import {
   followActivity,
   followMachines,
   type LinkStats,
+  PICK_FIRST,
   ROUND_ROBIN,
 } from "./grpc";
 import { GatewayRouter } from "./http";
@@ -53,6 +54,7 @@ export class Scenario {
   readonly #activity: ReturnType<typeof activityClient>;
   readonly #machines: TypedClient<typeof MachineService>;
   readonly #link: TypedClient<typeof LinkService>;
+  readonly #extra: { close(): void }[] = [];
   readonly fleet: Fleet;
   readonly world: World;
 
@@ -121,6 +123,14 @@ export class Scenario {
       this.activity.push(record);
       this.sse.push({ ...source, record });
     }
+    // One follower stays on cube-2 while it answers (pick_first): the one a drain of cube-2 must move.
+    const cube2First = activityClient(Fleet.target([fleet.cube[1]!, fleet.cube[0]!]), true);
+    this.#extra.push(cube2First);
+    const pinned = new StreamRecord("grpc activity #3 (cube-2 first)", "grpc", "activity", this.genesis);
+    this.activity.push(pinned);
+    this.#followers.push(
+      followActivity(pinned, cube2First, this.#token("grpcReader"), world.cubeId, fleet.ledger, this.peerName, signal),
+    );
     await poll(() => this.activity.every((r) => r.readyCount > 0), "every activity stream to be live", 30_000);
 
     for (const [i, job] of (["mcpA", "mcpB"] as const).entries()) {
@@ -150,6 +160,18 @@ export class Scenario {
         followMachines(record, this.#machines, this.#token("watchGrpc"), fleet.ledger, this.peerName, signal),
       );
     }
+    const presence2First = createClient(
+      MachineService,
+      Fleet.target([fleet.presence[1]!, fleet.presence[0]!]),
+      undefined,
+      PICK_FIRST,
+    );
+    this.#extra.push(presence2First);
+    const pinned2 = new StreamRecord("grpc machines #3 (presence-2 first)", "grpc", "presence", "");
+    this.presence.push(pinned2);
+    this.#followers.push(
+      followMachines(pinned2, presence2First, this.#token("watchGrpc"), fleet.ledger, this.peerName, signal),
+    );
     for (const [i, gateway] of [0, 1].entries()) {
       const name = `sse machines #${i + 1} (${fleet.gateways[gateway]!.name})`;
       const record = new StreamRecord(name, "sse", "presence", "");
@@ -265,5 +287,6 @@ export class Scenario {
     this.#activity.close();
     this.#machines.close();
     this.#link.close();
+    for (const client of this.#extra) client.close();
   }
 }

@@ -20,6 +20,8 @@ export class StreamRecord {
   cursor: string;
   /** Times the stream said it was caught up (`ready`). */
   readyCount = 0;
+  /** Typed `going_away` events received (a draining replica asked it to resume elsewhere). */
+  goingAway = 0;
 
   constructor(
     /** e.g. `sse cube #1 (gateway-A)`. */
