@@ -9,7 +9,9 @@ import { seedWorld, type World } from "./harness/world";
 /**
  * "At most 10 open streams per credential" counts across the fleet (DESIGN §8, issue 12): streams of
  * one credential spread over both gateways (and so over both replicas behind them), over SSE and gRPC
- * alike, are refused from the eleventh on. [fleet-gw][fleet-svc]: today each replica counts alone.
+ * alike, are refused from the eleventh on. Today each replica counts alone. [fleet-gw]: the gateways
+ * count SSE streams in Redis; [fleet-svc]: the services count their streams fleet-wide with one
+ * definition of "credential" for a bearer token and the gateway-signed principal of that token.
  */
 const targets = (process.env.FLEET_TARGETS as Targets | undefined) ?? "balanced";
 const LIMIT = 10;
@@ -77,7 +79,7 @@ describe(`fleet: stream caps per credential across replicas (${targets} targets)
     await fleet?.stop();
   }, 60_000);
 
-  it("eleven SSE activity streams of one credential over two gateways: the eleventh is refused with 429", async () => {
+  it("[fleet-gw] eleven SSE activity streams of one credential over two gateways: the eleventh is refused with 429", async () => {
     const token = world.clients[0]!.token;
     const url = (i: number) => `${gateways[i % 2]}/v1/cubes/${world.cubeId}/events?after=`;
     for (let i = 0; i < LIMIT; i++) {
@@ -105,7 +107,7 @@ describe(`fleet: stream caps per credential across replicas (${targets} targets)
     );
   });
 
-  it("one credential's SubscribeActivity streams count the same over gRPC and SSE: the eleventh is refused either way", async () => {
+  it("[fleet-svc] one credential's SubscribeActivity streams count the same over gRPC and SSE: the eleventh is refused either way", async () => {
     const token = world.clients[1]!.token;
     const activity = activityClient(Fleet.target(fleet.cube));
     try {
@@ -129,7 +131,7 @@ describe(`fleet: stream caps per credential across replicas (${targets} targets)
     }
   });
 
-  it("one credential's WatchMachines streams count the same over gRPC (both replicas) and SSE (both gateways)", async () => {
+  it("[fleet-svc] one credential's WatchMachines streams count the same over gRPC (both replicas) and SSE (both gateways)", async () => {
     const token = world.clients[2]!.token;
     const machines = createClient(MachineService, Fleet.target(fleet.presence), undefined, ROUND_ROBIN);
     try {
@@ -155,7 +157,7 @@ describe(`fleet: stream caps per credential across replicas (${targets} targets)
     }
   });
 
-  it("a killed replica's streams free their places within seconds", async () => {
+  it("[fleet-svc] a killed replica's streams free their places within seconds", async () => {
     const token = world.clients[2]!.token;
     const [first, second] = fleet.presence as [(typeof fleet.presence)[0], (typeof fleet.presence)[0]];
     const onFirst = createClient(MachineService, first.address);
