@@ -1,4 +1,4 @@
-import type { IncomingMessage } from "node:http";
+import type { IncomingHttpHeaders } from "node:http";
 import { BlockList, isIP } from "node:net";
 
 /** A set of networks, as parsed from `GATEWAY_TRUSTED_PROXIES`. */
@@ -50,7 +50,10 @@ export function parseCidrs(value: string): TrustedProxies {
  * is read from the right, skipping trusted proxies, and the first untrusted hop is the client
  * (the left-most entries are whatever the client claimed and are never believed on their own).
  */
-export function clientAddress(request: Pick<IncomingMessage, "headers" | "socket">, trusted: TrustedProxies): string {
+export function clientAddress(
+  request: { readonly headers: IncomingHttpHeaders; readonly socket: { readonly remoteAddress?: string | undefined } },
+  trusted: TrustedProxies,
+): string {
   let address = plainAddress(request.socket.remoteAddress ?? "");
   if (!trusted.has(address)) return address;
   const header = request.headers["x-forwarded-for"];

@@ -1,5 +1,5 @@
 import { status } from "@grpc/grpc-js";
-import { DomainError, isServiceError } from "@unimatrix/service-kit";
+import { toStatus } from "@unimatrix/service-kit/grpc";
 
 /** What one upstream event means for resuming. */
 export interface Step {
@@ -40,7 +40,7 @@ export interface Followed<M> {
  * is the answer and ends the follow.
  */
 export function isGoingAway(error: unknown): boolean {
-  const code = error instanceof DomainError ? error.code : isServiceError(error) ? error.code : undefined;
+  const { code } = toStatus(error);
   if (code === status.UNAVAILABLE || code === status.CANCELLED) return true;
   return code === status.INTERNAL && /RST_STREAM|Connection dropped|ECONNRESET/i.test(String((error as Error).message));
 }

@@ -2,8 +2,6 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { Metadata } from "@grpc/grpc-js";
 import {
-  DomainError,
-  isServiceError,
   PRINCIPAL_HEADER,
   type Principal,
   REQUEST_ID_HEADER,
@@ -11,6 +9,7 @@ import {
   requestIdFrom,
   signPrincipal,
 } from "@unimatrix/service-kit";
+import { toStatus } from "@unimatrix/service-kit/grpc";
 import type { EdgeAuthenticator, EdgeCaller } from "./auth";
 import type { RateLimiter } from "./rate-limit";
 import { INTERNAL_METHODS, PUBLIC_SERVICES, type Upstreams } from "./upstreams";
@@ -30,9 +29,8 @@ export interface ForwardDeps {
 /** Any error on the way as a Connect error with the same code (the codes are gRPC's). */
 export function toConnectError(error: unknown): ConnectError {
   if (error instanceof ConnectError) return error;
-  if (error instanceof DomainError) return new ConnectError(error.message, error.code as number as Code);
-  if (isServiceError(error)) return new ConnectError(error.details, error.code as number as Code);
-  return new ConnectError("internal error", Code.Internal);
+  const { code, message } = toStatus(error);
+  return new ConnectError(message, code as number as Code);
 }
 
 /** Carries the client's address from the HTTP request into Connect handlers. */

@@ -9,7 +9,8 @@ import {
   SubscribeActivityResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { WatchMachinesResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { DomainError, isServiceError, REQUEST_ID_HEADER, ResourceExhaustedError } from "@unimatrix/service-kit";
+import { DomainError, REQUEST_ID_HEADER, ResourceExhaustedError } from "@unimatrix/service-kit";
+import { toStatus } from "@unimatrix/service-kit/grpc";
 import type { EdgeAuthenticator } from "./auth";
 import { clientAddress, type TrustedProxies } from "./client-address";
 import type { StreamCaps, StreamSlot } from "./fleet/streams";
@@ -60,12 +61,6 @@ function resumeCursor(request: IncomingMessage, url: URL): string | undefined {
   if (after !== null) return after;
   const last = request.headers["last-event-id"];
   return typeof last === "string" ? last : undefined;
-}
-
-function errorStatus(error: unknown): { code: status; message: string } {
-  if (error instanceof DomainError) return { code: error.code, message: error.message };
-  if (isServiceError(error)) return { code: error.code, message: error.details };
-  return { code: status.INTERNAL, message: "internal error" };
 }
 
 /** Opens one upstream stream after a cursor, as the caller. */
@@ -177,7 +172,7 @@ async function serveStream<M>(
     response.end();
   } catch (error) {
     if (controller.signal.aborted && request.destroyed) return;
-    const { code, message } = errorStatus(error);
+    const { code, message } = toStatus(error);
     if (!started) {
       // Connect's own code names and HTTP statuses (the gRPC codes are Connect's codes).
       response.writeHead(codeToHttpStatus(code as number as Code), { "content-type": "application/json" });
@@ -218,13 +213,16 @@ export function cubeEvents(
           return { start: event.value.cursor };
         case "accessRevoked":
           return { final: true };
+        case "goingAway":
+          // The replica drained: resume elsewhere after its cursor (the browser never sees it).
+          return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
         case "closed":
-          // A replica shutting down says "resume elsewhere"; any other close is the answer.
+          // An older replica shutting down says "resume elsewhere"; any other close is the answer.
           return event.value.reason === StreamCloseReason.SHUTDOWN
             ? { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) }
             : { final: true };
         default:
-          // An event this gateway does not know yet (e.g. a typed going-away): ending follows it.
+          // An event this gateway does not know yet: if the stream ends after it, it is re-opened.
           return {};
       }
     },
@@ -271,6 +269,8 @@ export function machineEvents(deps: SseDeps, request: IncomingMessage, response:
           return { cursor: event.value.cursor };
         case "accessRevoked":
           return { final: true };
+        case "goingAway":
+          return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
         default:
           return {};
       }

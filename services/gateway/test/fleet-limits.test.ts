@@ -1,4 +1,5 @@
 import { TEST_REDIS_URL, testBusPrefix } from "@unimatrix/service-kit/testing";
+import { parseCidrs } from "../src/client-address";
 import { LeaseTable } from "../src/fleet/leases";
 import { SharedStore } from "../src/fleet/shared";
 import { StreamCaps } from "../src/fleet/streams";
@@ -125,7 +126,7 @@ describe("gateway: limits across replicas", () => {
     const limited = { rateLimitPerSecond: 0.001, rateLimitBurst: 2 };
     const trusting = await addGateway(
       system,
-      { ...limited, trustedProxies: (await import("../src/client-address")).parseCidrs("127.0.0.0/8, ::1/128") },
+      { ...limited, trustedProxies: parseCidrs("127.0.0.0/8, ::1/128") },
       { busPrefix: testBusPrefix("gw_xff_trust") },
     );
     const plain = await addGateway(system, limited, { busPrefix: testBusPrefix("gw_xff_plain") });

@@ -55,6 +55,7 @@ interface Pushed {
 /** The session's push stream (GET /mcp) read with an EventSource, as any SSE client reads it. */
 function push(url: string, token: string, sessionId: string, lastEventId?: string) {
   const received: Pushed[] = [];
+  const notices: { event: string; message?: string }[] = [];
   let opened = false;
   const source = new EventSource(`${url}/mcp`, {
     fetch: (input, init) => {
@@ -75,10 +76,13 @@ function push(url: string, token: string, sessionId: string, lastEventId?: strin
     opened = true;
   };
   source.onmessage = (event) => {
-    const note = JSON.parse(event.data) as { params: { data: { event: string; entry?: { message: string } } } };
+    const note = JSON.parse(event.data) as {
+      params: { data: { event: string; message?: string; entry?: { message: string } } };
+    };
     if (note.params.data.entry) received.push({ id: event.lastEventId, message: note.params.data.entry.message });
+    else notices.push(note.params.data);
   };
-  return { source, received, opened: () => opened };
+  return { source, received, notices, opened: () => opened };
 }
 
 describe("gateway: MCP sessions belong to the fleet", () => {
@@ -162,6 +166,74 @@ describe("gateway: MCP sessions belong to the fleet", () => {
       second?.source.close();
       await Promise.all([onA.close(), onB.close()]);
       a = await addGateway(system); // for the other tests and afterAll
+    }
+  });
+
+  it("honours logging/setLevel set through another replica", async () => {
+    const token = acme.clients[2]!.token;
+    const onA = await agent(a.url, token);
+    const onB = await agent(b.url, token, onA.sessionId);
+    let stream: ReturnType<typeof push> | undefined;
+    try {
+      await onA.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
+      await onB.client.setLoggingLevel("warning");
+      stream = push(a.url, token, onA.sessionId);
+      await eventually(stream.opened, "the push stream on A to open");
+      await post("quiet: below the level");
+      await onB.client.setLoggingLevel("info");
+      // Entries are pushed in order: once a later one arrives, the quiet one was seen and dropped.
+      let n = 0;
+      await eventually(async () => {
+        if (stream!.received.length > 0) return true;
+        await post(`loud ${++n}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return stream!.received.length > 0;
+      }, "an entry at the restored level");
+      expect(stream.received.map((p) => p.message)).not.toContain("quiet: below the level");
+      expect(stream.received[0]!.message).toMatch(/^loud \d+$/);
+    } finally {
+      stream?.source.close();
+      await Promise.all([onA.close(), onB.close()]);
+    }
+  });
+
+  it("gives the push stream a final notice when the seat's client is revoked, wherever the stream is", async () => {
+    const issued = await call<{ client: { id: string }; token: string }>(
+      system,
+      "unimatrix.cube.v1.IdentityService/IssueClient",
+      { name: "soon-revoked" },
+      acme.user,
+    );
+    await call(
+      system,
+      "unimatrix.cube.v1.IdentityService/SetCubeGrant",
+      { clientId: issued.client.id, cubeId: acme.cubeId, access: "CUBE_ACCESS_WRITE" },
+      acme.user,
+    );
+    const onA = await agent(a.url, issued.token);
+    const stream = push(b.url, issued.token, onA.sessionId);
+    try {
+      await eventually(stream.opened, "the push stream on B to open");
+      await onA.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
+      await post("seen before the revocation");
+      await eventually(() => stream.received.length === 1, "the entry before the revocation");
+      await call(system, "unimatrix.cube.v1.IdentityService/RevokeClient", { clientId: issued.client.id }, acme.user);
+      await eventually(() => stream.notices.some((n) => n.event === "access_revoked"), "the final notice", 15_000);
+      // Later tool calls are tool errors once the edge's auth cache (at most 5 s) lets go.
+      let after: Awaited<ReturnType<typeof onA.tool>> | undefined;
+      await eventually(
+        async () => {
+          after = await onA.tool("log_read", { page_size: 5 });
+          if (!after.isError) await new Promise((resolve) => setTimeout(resolve, 250));
+          return after.isError === true;
+        },
+        "tool calls to fail after the revocation",
+        10_000,
+      );
+      expect(after!.content[0]!.text).toMatch(/^UNAUTHENTICATED: /);
+    } finally {
+      stream.source.close();
+      await onA.close().catch(() => {});
     }
   });
 

@@ -71,23 +71,37 @@ export function mcpHandler(deps: McpDeps) {
     await transport.handleRequest(request, response, body);
   };
 
+  /** For a POST on an existing session by the token that opened it: that token's key, else undefined. */
+  const revokedSessionKey = async (request: IncomingMessage, sessionId: string | string[] | undefined) => {
+    if (request.method !== "POST" || typeof sessionId !== "string") return undefined;
+    const key = deps.auth.credentialKeyOf(request.headers.authorization);
+    const record = key === undefined ? undefined : await deps.sessions.get(sessionId).catch(() => undefined);
+    return record?.credentialKey === key ? key : undefined;
+  };
+
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
-    let caller: Awaited<ReturnType<typeof deps.auth.authenticate>>;
+    const sessionId = request.headers["mcp-session-id"];
+    let credentialKey: string;
     try {
-      caller = await deps.auth.authenticate(request.headers.authorization, () =>
+      ({ credentialKey } = await deps.auth.authenticate(request.headers.authorization, () =>
         chargeAddress(deps.limiter, clientAddress(request, deps.trusted)),
-      );
+      ));
     } catch (error) {
       const code = error instanceof DomainError ? error.code : 16;
       if (code === 8) return jsonError(response, 429, -32002, (error as Error).message);
       if (code === 14) return jsonError(response, 503, -32001, (error as Error).message);
-      response.setHeader("www-authenticate", 'Bearer realm="unimatrix"');
-      return jsonError(response, 401, -32001, (error as Error).message);
+      const revoked = await revokedSessionKey(request, sessionId);
+      if (revoked === undefined) {
+        response.setHeader("www-authenticate", 'Bearer realm="unimatrix"');
+        return jsonError(response, 401, -32001, (error as Error).message);
+      }
+      // The session's own credential, revoked since: its tool calls answer as tool errors saying
+      // so (every tool re-authenticates), never as a bare transport failure.
+      credentialKey = revoked;
     }
-    if (!(await deps.limiter.take(caller.credentialKey))) {
+    if (!(await deps.limiter.take(credentialKey))) {
       return jsonError(response, 429, -32002, "rate limit exceeded for this credential; slow down");
     }
-    const sessionId = request.headers["mcp-session-id"];
     let body: unknown;
     if (request.method === "POST") {
       try {
@@ -98,7 +112,7 @@ export function mcpHandler(deps: McpDeps) {
     }
     if (typeof sessionId === "string") {
       const record = await deps.sessions.get(sessionId);
-      if (!record || record.credentialKey !== caller.credentialKey) {
+      if (!record || record.credentialKey !== credentialKey) {
         return jsonError(response, 404, -32001, "session not found");
       }
       void deps.sessions.touch(sessionId, record).catch(() => {});
@@ -108,7 +122,7 @@ export function mcpHandler(deps: McpDeps) {
         return servePush(deps, request, response, sessionId, record);
       }
       if (request.method === "DELETE") {
-        await deps.sessions.delete(sessionId, caller.credentialKey);
+        await deps.sessions.delete(sessionId, credentialKey);
         response.writeHead(200).end();
         return;
       }
@@ -118,12 +132,12 @@ export function mcpHandler(deps: McpDeps) {
     if (request.method !== "POST" || !isInitializeRequest(body)) {
       return jsonError(response, 400, -32000, "no session: start with an initialize request");
     }
-    const id = await deps.sessions.create(caller.credentialKey);
+    const id = await deps.sessions.create(credentialKey);
     if (!id) {
-      const held = await deps.sessions.held(caller.credentialKey);
+      const held = await deps.sessions.held(credentialKey);
       return jsonError(response, 429, -32002, `this credential already holds ${held} MCP sessions; close one first`);
     }
-    return serve(request, response, id, { credentialKey: caller.credentialKey }, body);
+    return serve(request, response, id, { credentialKey }, body);
   };
 
   return {

@@ -4,7 +4,7 @@ import { status } from "@grpc/grpc-js";
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import type { SubscribeActivityResponse } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { EntrySchema, NotificationSchema } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { DomainError, isServiceError } from "@unimatrix/service-kit";
+import { toStatus } from "@unimatrix/service-kit/grpc";
 import { follow, type Step } from "../follow";
 import { upstreamMetadata } from "../forward";
 import type { McpSessionDeps } from "./session";
@@ -49,8 +49,9 @@ const step = ({ event }: SubscribeActivityResponse): Step => {
       return { start: event.value.cursor };
     case "accessRevoked":
       return { final: true };
+    case "goingAway":
     case "closed":
-      // Shutting down or cut as slow: either way resume from the cursor (the agent never sees it).
+      // Going away, shutting down or cut as slow: resume from the cursor (the agent never sees it).
       return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
     default:
       return {};
@@ -176,7 +177,7 @@ export async function servePush(
         }
       } catch (error) {
         if (closed.signal.aborted) break;
-        const code = isServiceError(error) || error instanceof DomainError ? error.code : undefined;
+        const { code } = toStatus(error);
         if (code === status.UNAUTHENTICATED || code === status.PERMISSION_DENIED || code === status.NOT_FOUND) {
           send("warning", { event: "access_revoked", message: `${status[code]}: the seat or credential was revoked` });
           return end();
