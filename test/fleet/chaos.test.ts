@@ -160,7 +160,7 @@ describe(`fleet: kills and a Redis outage under load (${targets} targets, ${spre
     expect(restartDuringOutage).toBeUndefined();
   });
 
-  it("[fleet-svc] every activity stream kept delivering while Redis was down", () => {
+  it("[fleet-svc][fleet-gw] every activity stream (MCP pushes too) kept delivering while Redis was down", () => {
     const during = (r: StreamRecord) => r.delivered.filter((d) => d.at > outage.from && d.at < outage.to).length;
     expect(outage.to - outage.from).toBeGreaterThanOrEqual(OUTAGE_MS);
     expect(scenario.activity.filter((r) => during(r) === 0).map((r) => r.name)).toEqual([]);
