@@ -6,11 +6,12 @@ import { linkedCounts, nonAlternating } from "./harness/truth";
 /**
  * The fleet under steady load and no faults: two gateways, two cube and two presence replicas, one
  * device, each a real process; load through gRPC, Connect and MCP, links cycling; every stream kept
- * open. `FLEET_TARGETS=balanced` makes the gateways dial `ipv4:` lists of every replica (needs
- * fleet-gw); the default pins gateway A to the first replicas and B to the second, which today's
- * `host:port` settings allow — events still cross replicas through the bus either way.
+ * open. The gateways dial `ipv4:` lists of every replica (round robin, needs fleet-gw);
+ * `FLEET_TARGETS=pinned` pins gateway A to the first replicas and B to the second, which plain
+ * `host:port` settings allow (this suite passes so on main before the fleet work) — events still
+ * cross replicas through the bus either way.
  */
-const targets = (process.env.FLEET_TARGETS as Targets | undefined) ?? "pinned";
+const targets = (process.env.FLEET_TARGETS as Targets | undefined) ?? "balanced";
 
 describe(`fleet: steady load, no faults (${targets} targets)`, () => {
   let fleet: Fleet;
