@@ -5,7 +5,7 @@
 #   docker build -t unimatrix .                                   # default: all four in one process
 #   docker run --rm unimatrix cube                                # one service: cube|device|presence|gateway
 #   docker build --build-arg SERVICE=cube -t unimatrix-cube .     # an image whose default command is one service
-#   docker run --rm --entrypoint node unimatrix packages/launcher/dist/migrate.js   # migrations, then exit
+#   docker run --rm --entrypoint node unimatrix apps/unimatrix/dist/migrate.js   # migrations, then exit
 #
 # The Helm chart (deploy/k8s/unimatrix) runs one image for every Deployment and passes the service
 # name as the container's args; the migration Job overrides the command with migrate.js.
@@ -27,7 +27,7 @@ FROM base AS manifests
 COPY package.json package-lock.json ./
 COPY proto/package.json proto/
 COPY packages/service-kit/package.json packages/service-kit/
-COPY packages/launcher/package.json packages/launcher/
+COPY apps/unimatrix/package.json apps/unimatrix/
 COPY services/cube/package.json services/cube/
 COPY services/device/package.json services/device/
 COPY services/presence/package.json services/presence/
@@ -73,7 +73,7 @@ COPY --from=build /out/ ./
 USER 1000:1000
 EXPOSE 7001 7002 7003 8080
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["node", "packages/launcher/dist/main.js"]
+ENTRYPOINT ["node", "apps/unimatrix/dist/main.js"]
 
 # ---------------------------------------------------------------------------------------------
 # Final stages: the same image with a different default command.
@@ -93,7 +93,7 @@ FROM runtime AS gateway
 CMD ["gateway"]
 
 FROM runtime AS migrate
-ENTRYPOINT ["node", "packages/launcher/dist/migrate.js"]
+ENTRYPOINT ["node", "apps/unimatrix/dist/migrate.js"]
 CMD []
 
 # The default target: the stage named by SERVICE.

@@ -1,6 +1,8 @@
 /** One jest run for the whole tree: every package's and service's `test/` folder. */
 const { existsSync } = require("node:fs");
 const { join } = require("node:path");
+/** THE list of services (apps/unimatrix/services.json): their test roots and package names. */
+const { services } = require("./apps/unimatrix/services.json");
 const swc = [
   "@swc/jest",
   {
@@ -13,7 +15,7 @@ const swc = [
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: "node",
-  roots: ["packages", "services", "deploy"]
+  roots: ["packages", "apps", "services", "deploy"]
     .filter((dir) => existsSync(join(__dirname, dir)))
     .map((dir) => `<rootDir>/${dir}`),
   testMatch: ["**/test/**/*.test.ts"],
@@ -22,8 +24,8 @@ module.exports = {
     "^@unimatrix/contracts/(.*)$": "<rootDir>/proto/gen/$1",
     "^@unimatrix/service-kit$": "<rootDir>/packages/service-kit/src/index.ts",
     "^@unimatrix/service-kit/(grpc|store|bus|auth|testing)$": "<rootDir>/packages/service-kit/src/$1/index.ts",
-    "^@unimatrix/(cube|device|presence|gateway)$": "<rootDir>/services/$1/src/index.ts",
-    "^@unimatrix/launcher$": "<rootDir>/packages/launcher/src/launch.ts",
+    [`^@unimatrix/(${services.map((s) => s.name).join("|")})$`]: "<rootDir>/services/$1/src/index.ts",
+    "^@unimatrix/app$": "<rootDir>/apps/unimatrix/src/services.ts",
   },
   globalSetup: "<rootDir>/scripts/jest-global-setup.js",
   reporters: ["default", "<rootDir>/scripts/jest-summary-reporter.js"],

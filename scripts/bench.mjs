@@ -2,14 +2,17 @@
 // (services/<name>/bench/index.ts) in turn with tsx. Benchmarks print their own tables,
 // each figure next to a raw baseline (pg, Redis, bare gRPC) measured in the same run.
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const bin = join(root, "node_modules", ".bin");
 const env = { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH ?? ""}` };
-const all = ["cube", "device", "presence", "gateway"];
+// THE list of services (apps/unimatrix/services.json), in its order.
+const all = JSON.parse(readFileSync(join(root, "apps", "unimatrix", "services.json"), "utf8")).services.map(
+  (s) => s.name,
+);
 const asked = process.argv.slice(2);
 const services = asked.length > 0 ? asked : all;
 

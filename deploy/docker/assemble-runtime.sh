@@ -13,8 +13,12 @@ for ws in $(node -p "require('./package.json').workspaces.join(' ')"); do
     exit 1
   fi
   mkdir -p "$out/$ws"
+  # The composition's one list of services, read at run time next to its dist/.
+  if [ -f "$ws/services.json" ]; then cp "$ws/services.json" "$out/$ws/"; fi
   cp "$ws/package.json" "$out/$ws/"
   cp -R "$ws/dist" "$out/$ws/dist"
+  # A service's generated Prisma client, compiled in place beside src/ (dist/ requires it there).
+  if [ -d "$ws/generated" ]; then cp -R "$ws/generated" "$out/$ws/generated"; fi
   if [ -d "$ws/prisma/migrations" ]; then
     mkdir -p "$out/$ws/prisma"
     cp -R "$ws/prisma/migrations" "$out/$ws/prisma/migrations"

@@ -41,7 +41,7 @@ export CUBE_PORT=$((base_port + 1)) DEVICE_PORT=$((base_port + 2)) PRESENCE_PORT
 export GATEWAY_PORT=$((base_port + 80))
 export CUBE_ADDRESS="127.0.0.1:$CUBE_PORT" DEVICE_ADDRESS="127.0.0.1:$DEVICE_PORT" PRESENCE_ADDRESS="127.0.0.1:$PRESENCE_PORT"
 
-node packages/launcher/dist/migrate.js
+node apps/unimatrix/dist/migrate.js
 pids=""
 stop() {
   for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; done
@@ -49,7 +49,7 @@ stop() {
 }
 trap stop EXIT
 for service in cube device presence gateway; do
-  node packages/launcher/dist/main.js "$service" >"$work/$service.log" 2>&1 &
+  node apps/unimatrix/dist/main.js "$service" >"$work/$service.log" 2>&1 &
   pids="$pids $!"
 done
 ready=""

@@ -3,15 +3,12 @@
 // services' config validation; and what the chart sets passes that validation.
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+// The one list of services; importing it imports every service, which registers its variables into allEnvVars.
+import { SERVICES as LISTED } from "@unimatrix/app";
 import { allEnvVars, ConfigError, type EnvVar, readConfig } from "@unimatrix/service-kit";
-// Importing the services registers their variables into allEnvVars.
-import "@unimatrix/cube";
-import "@unimatrix/device";
-import "@unimatrix/presence";
-import "@unimatrix/gateway";
 import { defaultValues, exampleFiles, examplesDir, mergeValues, readYaml, root, templates, type Values } from "./chart";
 
-const SERVICES = ["cube", "device", "presence", "gateway"] as const;
+const SERVICES = LISTED.map((s) => s.name);
 const values = defaultValues();
 const files = templates();
 const declared = allEnvVars.map((v) => v.name);

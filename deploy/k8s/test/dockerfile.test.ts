@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
-import { SERVICE_NAMES } from "@unimatrix/launcher";
+import { SERVICE_NAMES, SERVICES } from "@unimatrix/app";
 import { allEnvVars } from "@unimatrix/service-kit";
 import "@unimatrix/cube";
 import "@unimatrix/device";
@@ -97,7 +97,7 @@ const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
 };
 /** How a Dockerfile refers to a build argument: "${NAME}". */
 const argRef = (name: string) => ["$", "{", name, "}"].join("");
-const launcherEntrypoint = ["node", "packages/launcher/dist/main.js"];
+const launcherEntrypoint = ["node", "apps/unimatrix/dist/main.js"];
 
 describe("Dockerfile", () => {
   test("has the build, prod-deps and runtime stages, and a final stage chosen by SERVICE", () => {
@@ -140,7 +140,7 @@ describe("Dockerfile", () => {
 
   test("the migrate stage and the chart's migration Job run the npm migrate script's entry point", () => {
     const migrate = execForm("migrate", "ENTRYPOINT");
-    expect(migrate).toEqual(["node", "packages/launcher/dist/migrate.js"]);
+    expect(migrate).toEqual(["node", "apps/unimatrix/dist/migrate.js"]);
     expect(execForm("migrate", "CMD")).toEqual([]);
     expect(pkg.scripts.migrate!.endsWith(`&& ${migrate.join(" ")}`)).toBe(true);
     const job = skeleton(templates().get("migrations-job.yaml")!).find((doc) => doc.kind === "Job")!;
@@ -148,15 +148,15 @@ describe("Dockerfile", () => {
     expect(containers[0]!.command).toEqual(migrate);
   });
 
-  test("the entry points are compiled from launcher sources that exist", () => {
-    const tsconfig = readFileSync(join(root, "packages", "launcher", "tsconfig.json"), "utf8");
+  test("the entry points are compiled from the composition's sources that exist", () => {
+    const tsconfig = readFileSync(join(root, "apps", "unimatrix", "tsconfig.json"), "utf8");
     expect(tsconfig).toContain('"rootDir": "src"');
     expect(tsconfig).toContain('"outDir": "dist"');
-    for (const js of ["packages/launcher/dist/main.js", "packages/launcher/dist/migrate.js"]) {
+    for (const js of ["apps/unimatrix/dist/main.js", "apps/unimatrix/dist/migrate.js"]) {
       const source = js.replace("/dist/", "/src/").replace(/\.js$/, ".ts");
       expect({ source, exists: existsSync(join(root, source)) }).toEqual({ source, exists: true });
     }
-    const launcher = JSON.parse(readFileSync(join(root, "packages", "launcher", "package.json"), "utf8"));
+    const launcher = JSON.parse(readFileSync(join(root, "apps", "unimatrix", "package.json"), "utf8"));
     expect(launcher.bin.unimatrix).toBe("dist/main.js");
   });
 
@@ -246,14 +246,20 @@ describe("Dockerfile", () => {
   });
 
   test("services find their migrations next to dist/ in the layout the image keeps", () => {
-    for (const service of ["cube", "device", "presence"]) {
-      const paths = readFileSync(join(root, "services", service, "src", "paths.ts"), "utf8");
-      expect(paths).toContain('join(__dirname, "..", "prisma", "migrations")');
+    const stores = SERVICES.filter((s) => s.store);
+    expect(stores.map((s) => s.name)).toEqual(["cube", "device", "presence"]);
+    for (const service of stores) {
+      // The exported migrationsDir is <service>/prisma/migrations, beside src/ and dist/.
+      expect(service.migrationsDir).toBe(join(root, "services", service.name, "prisma", "migrations"));
+      const src = join(root, "services", service.name, "src");
+      const declaring = ["paths.ts", "service.ts"].filter((file) => existsSync(join(src, file)));
+      const text = declaring.map((file) => readFileSync(join(src, file), "utf8")).join("\n");
+      expect(text).toContain('join(__dirname, "..", "prisma", "migrations")');
     }
-    // The migration Job takes each service's own migrationsDir (checked above), not a path of its own.
-    const migrate = readFileSync(join(root, "packages", "launcher", "src", "migrate.ts"), "utf8");
-    for (const service of ["cube", "device", "presence"])
-      expect(migrate).toContain(`${service}: ${service}.migrationsDir`);
+    // The migration Job takes each service's own migrationsDir from the one list, not a path of its own.
+    const migrate = readFileSync(join(root, "apps", "unimatrix", "src", "migrate.ts"), "utf8");
+    expect(migrate).toContain("s.migrationsDir");
+    expect(migrate).toContain('from "./services"');
   });
 });
 
@@ -322,7 +328,7 @@ describe(".dockerignore", () => {
       "services/cube/node_modules/x",
       "services/cube/dist/index.js",
       "proto/gen/unimatrix/cube/v1/cube_pb.ts",
-      "services/cube/src/generated/prisma/client.ts",
+      "services/cube/generated/prisma/client.ts",
       ".git/HEAD",
       "data/cube/pgdata/PG_VERSION",
       "services/gateway/.env",

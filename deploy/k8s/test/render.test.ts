@@ -223,7 +223,7 @@ describe("rendering", () => {
     expect(spec.serviceAccountName).toBeUndefined();
     expect(spec.automountServiceAccountToken).toBe(false);
     expect(get(spec, "securityContext.runAsNonRoot")).toBe(true);
-    expect(get(spec, "containers.0.command")).toEqual(["node", "packages/launcher/dist/migrate.js"]);
+    expect(get(spec, "containers.0.command")).toEqual(["node", "apps/unimatrix/dist/migrate.js"]);
     expect(get(spec, "containers.0.securityContext.readOnlyRootFilesystem")).toBe(true);
     const hookWeight = Number(
       find(docs, "Secret", "umx-unimatrix-migrations").metadata.annotations?.["helm.sh/hook-weight"],

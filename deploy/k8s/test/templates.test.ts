@@ -195,7 +195,7 @@ describe("what the manifests say", () => {
     expect(secretAnnotations["helm.sh/hook"]).toBe("pre-install,pre-upgrade");
     expect(Number(secretAnnotations["helm.sh/hook-weight"])).toBeLessThan(Number(annotations["helm.sh/hook-weight"]));
     expect(get(job, "spec.template.spec.restartPolicy")).toBe("Never");
-    expect(get(job, "spec.template.spec.containers.0.command")).toEqual(["node", "packages/launcher/dist/migrate.js"]);
+    expect(get(job, "spec.template.spec.containers.0.command")).toEqual(["node", "apps/unimatrix/dist/migrate.js"]);
   });
 
   test("NetworkPolicy admits only this release's services to the gRPC ports", () => {

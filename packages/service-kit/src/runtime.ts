@@ -177,7 +177,8 @@ export async function bootService(
       database,
       stop() {
         stopping ??= (async () => {
-          await host.shutdown(config.shutdownGraceMs, config.drainDelayMs);
+          // On the in-process bus there is no other replica to move to: no drain delay.
+          await host.shutdown(config.shutdownGraceMs, config.redisUrl ? config.drainDelayMs : 0);
           await Promise.all(timers.map((stop) => stop()));
           await booted.close();
           if (ownsBus) await openBusRef.close();

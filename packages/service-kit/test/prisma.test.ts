@@ -1,7 +1,17 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { applyMigrations, type Database, openDatabase, readMigrations } from "@unimatrix/service-kit";
+import { status } from "@grpc/grpc-js";
+import { toStatus } from "@unimatrix/service-kit/grpc";
+import {
+  applyMigrations,
+  type Database,
+  inTransaction,
+  isUniqueViolation,
+  openDatabase,
+  readMigrations,
+  type Tx,
+} from "@unimatrix/service-kit/store";
 import { type TestSchema, testSchema } from "@unimatrix/service-kit/testing";
 import { PrismaClient } from "./fixtures/generated/prisma/client";
 
@@ -34,13 +44,49 @@ async function exercise(database: Database) {
       }),
     ).rejects.toThrow();
     expect(await prisma.widget.count()).toBe(2);
+    await duplicates(prisma);
   } finally {
     await prisma.$disconnect();
   }
 }
 
+/** The error a promise rejects with. */
+async function failure(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected a failure");
+}
+
+/** A duplicate insert, however it is made, is a unique violation (and ALREADY_EXISTS, never INTERNAL). */
+async function duplicates(prisma: PrismaClient) {
+  const attempts = {
+    model: () => prisma.widget.create({ data: { id: 1, name: "again" } }),
+    raw: () => prisma.$executeRaw`INSERT INTO widget (id, name) VALUES (1, 'again')`,
+    transaction: () =>
+      inTransaction(prisma, async (tx: Tx<PrismaClient>) => {
+        await tx.widget.create({ data: { id: 9, name: "ok" } });
+        await tx.widget.create({ data: { id: 2, name: "again" } });
+      }),
+  };
+  for (const [how, attempt] of Object.entries(attempts)) {
+    const error = await failure(attempt());
+    expect({ how, unique: isUniqueViolation(error), code: toStatus(error).code }).toEqual({
+      how,
+      unique: true,
+      code: status.ALREADY_EXISTS,
+    });
+  }
+  // The transaction rolled back; other failures are not unique violations.
+  expect(await prisma.widget.count()).toBe(2);
+  const other = await failure(prisma.$executeRaw`INSERT INTO widget (id) VALUES (5)`);
+  expect(isUniqueViolation(other)).toBe(false);
+}
+
 describe("Prisma client factory", () => {
-  it("runs a generated client on a Postgres schema through adapter-pg", async () => {
+  it("runs a generated client on a Postgres schema through adapter-pg; a duplicate is a unique violation", async () => {
     const schema: TestSchema = testSchema("prisma");
     const database = await openDatabase({ service: "fixture", url: schema.url, schema: schema.schema });
     try {
@@ -51,7 +97,7 @@ describe("Prisma client factory", () => {
     }
   });
 
-  it("runs the same client on an embedded PGlite store", async () => {
+  it("runs the same client on an embedded PGlite store; a duplicate is a unique violation there too", async () => {
     const database = await openDatabase({ service: "fixture", dataDir: mkdtempSync(join(tmpdir(), "umx-prisma-")) });
     try {
       await exercise(database);

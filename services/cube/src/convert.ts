@@ -15,8 +15,8 @@ import {
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { principalKindOf } from "@unimatrix/service-kit";
+import type { ActivityItem as ActivityRow, ApiClient, Cube, Decision, Drone, Role } from "../generated/prisma/client";
 import { encodeCursor } from "./cursor";
-import type { ActivityItem as ActivityRow, ApiClient, Cube, Decision, Drone, Role } from "./generated/prisma/client";
 
 const ts = (date: Date) => timestampFromDate(date);
 const optTs = (date: Date | null | undefined) => (date ? timestampFromDate(date) : undefined);

@@ -1,3 +1,5 @@
+import { spawn } from "node:child_process";
+import { join } from "node:path";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import {
   ActivityService,
@@ -9,6 +11,7 @@ import { startCube } from "../src/server";
 import { as, type Harness, newClient, newCube, newTenant, OPERATOR_TOKEN, post, seat, startHarness } from "./harness";
 
 const DRAIN_MS = 1_500;
+const SIGTERM_DRAIN_MS = 3_000;
 let h: Harness;
 beforeAll(async () => {
   h = await startHarness("cube_drain", { cube: { heartbeatMs: 60_000 } });
@@ -77,3 +80,50 @@ test("stop() (what SIGTERM runs): NOT_SERVING through the drain delay, then goin
     await doomed.stop();
   }
 });
+
+test("SIGTERM to a replica process: NOT_SERVING for the drain delay, going_away on its stream, exit 0", async () => {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", join(__dirname, "fixtures/sigterm-cube.ts"), h.schema, h.busPrefix, String(SIGTERM_DRAIN_MS)],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      let out = "";
+      child.stdout?.on("data", (chunk: Buffer) => {
+        out += chunk.toString();
+        const match = /port (\d+)/.exec(out);
+        if (match) resolve(Number(match[1]));
+      });
+      void exited.then((code) => reject(new Error(`replica exited ${code} before it was up`)));
+    });
+    const health = createClient(Health, `127.0.0.1:${port}`);
+    const activity = createClient(ActivityService, `127.0.0.1:${port}`);
+    try {
+      const t = await newTenant(h, "sigterm");
+      const owner = await newClient(h, t.userToken, "owner");
+      const { cubeId } = await newCube(h, owner.token, "sigterm");
+      const stream = read(activity.subscribeActivity({ cubeId }, as(t.userToken)));
+      await eventually(() => stream.events.some((e) => e.event.case === "ready"), "ready");
+      expect((await health.check({ service: "" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+      const signalled = Date.now();
+      child.kill("SIGTERM");
+      await eventually(
+        async () => (await health.check({ service: "" })).status === HealthCheckResponse_ServingStatus.NOT_SERVING,
+        "NOT_SERVING after SIGTERM",
+      );
+      // Still draining (3 s), still serving: the stream has not been told to go yet.
+      expect(stream.events.some((e) => e.event.case === "goingAway")).toBe(false);
+      await stream.done;
+      expect(stream.events.at(-1)?.event.case).toBe("goingAway");
+      expect(Date.now() - signalled).toBeGreaterThanOrEqual(SIGTERM_DRAIN_MS);
+      expect(await exited).toBe(0);
+    } finally {
+      health.close();
+      activity.close();
+    }
+  } finally {
+    child.kill("SIGKILL");
+  }
+}, 60_000);

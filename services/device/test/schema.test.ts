@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { PrismaClient } from "../src/generated/prisma/client";
+import { PrismaClient } from "../generated/prisma/client";
 import { type Harness, startHarness } from "./harness";
 
 /** Models, their tables and fields as schema.prisma declares them. */

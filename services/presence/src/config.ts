@@ -60,7 +60,7 @@ export const presenceEnv = registerEnv({
   ),
   watchMaxStreams: envVar(
     "PRESENCE_WATCH_MAX_STREAMS",
-    "Open WatchMachines streams allowed per credential (per replica).",
+    "Open WatchMachines streams allowed per credential, counted across every replica (Redis, expiring entries); per replica while Redis is down.",
     positiveInt,
     "10",
   ),

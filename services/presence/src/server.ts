@@ -7,14 +7,17 @@ import {
   createClient,
   type GrpcServiceOptions,
   isServiceError,
+  openStreamCounter,
   type Principal,
   principalFromMessage,
   principalResolver,
+  RedisStreamCounter,
   type RunningService,
+  type StreamCounter,
   startGrpcService,
 } from "@unimatrix/service-kit";
+import { PrismaClient } from "../generated/prisma/client";
 import { type PresenceConfig, readPresenceConfig } from "./config";
-import { PrismaClient } from "./generated/prisma/client";
 import { transitionSize } from "./handlers/convert";
 import { linkHandler } from "./handlers/link";
 import { machineHandlers } from "./handlers/machines";
@@ -41,6 +44,8 @@ export type PresenceServiceOptions = Omit<GrpcServiceOptions, "name" | "migratio
   readonly replicaId?: string;
   /** How often watch feeds read the database while the bus is down (default BUS_DOWN_POLL_MS). */
   readonly busDownPollMs?: number;
+  /** Lease of this replica's places in the fleet-wide stream count (default 10 s; tests shorten it). */
+  readonly streamLeaseMs?: number;
 };
 
 /** A running presence replica. */
@@ -55,6 +60,11 @@ export interface PresenceService extends RunningService {
    * messages, leases left to expire so a surviving replica unlinks the machines.
    */
   kill(): Promise<void>;
+}
+
+/** Closes a counter that holds a connection (the Redis one). */
+async function closeCounter(counter: StreamCounter | undefined): Promise<void> {
+  if (counter instanceof RedisStreamCounter) await counter.close();
 }
 
 /** A user or client principal from cube's `Authenticate`; other kinds are not presence's callers. */
@@ -87,6 +97,7 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
   let registry: LinkRegistry | undefined;
   let reconciler: Reconciler | undefined;
   let hub: WatchHub | undefined;
+  let counter: StreamCounter | undefined;
   const timers: NodeJS.Timeout[] = [];
   const stopTimers = () => {
     for (const timer of timers) clearInterval(timer);
@@ -115,6 +126,14 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
       });
     },
     wire: async ({ host, bus, clock, logger }) => {
+      // "At most N open watch streams per credential", counted across the fleet (Redis).
+      counter = openStreamCounter({
+        url: options.config.redisUrl,
+        prefix: options.config.busPrefix,
+        name: "presence:watch-streams",
+        leaseMs: options.streamLeaseMs,
+        logger,
+      });
       const client = prisma as PrismaClient;
       const machines = new MachineStore(client);
       const transitions = new TransitionStore(client);
@@ -127,6 +146,7 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
         logger,
         maxLagBytes: settings.watchMaxLagBytes,
         maxStreams: settings.watchMaxStreams,
+        counter,
         sizeOf: transitionSize,
         downPollMs: options.busDownPollMs,
       });
@@ -166,6 +186,7 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
         async close() {
           stopTimers();
           hub?.close();
+          await closeCounter(counter);
           cube?.close();
           await client.$disconnect();
         },
@@ -173,6 +194,7 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
     },
   }).catch(async (error: unknown) => {
     stopTimers();
+    await closeCounter(counter);
     cube?.close();
     await prisma?.$disconnect();
     throw error;

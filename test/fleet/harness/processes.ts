@@ -7,7 +7,7 @@ import { createClient } from "@unimatrix/service-kit";
 /** The repository root (this file is test/fleet/harness/processes.ts). */
 export const REPO_ROOT = join(__dirname, "..", "..", "..");
 /** The compiled launcher every fleet process runs (`npm run build` makes it). */
-export const LAUNCHER = join(REPO_ROOT, "packages", "launcher", "dist", "main.js");
+export const LAUNCHER = join(REPO_ROOT, "apps", "unimatrix", "dist", "main.js");
 
 /** The services a fleet process can run. */
 export type ServiceKind = "cube" | "device" | "presence" | "gateway";
@@ -48,7 +48,7 @@ export async function poll(
 }
 
 /**
- * One real OS process: `node packages/launcher/dist/main.js <service>` with its own environment,
+ * One real OS process: `node apps/unimatrix/dist/main.js <service>` with its own environment,
  * its output in `<runDir>/<name>.log`. Started on port 0 the first time; a restart keeps the port
  * (so the other processes' address lists stay right).
  */

@@ -13,21 +13,21 @@ import { status } from "@grpc/grpc-js";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { CubeAccess, RoleClass } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import { DomainError } from "../errors";
 import { createClient, type TypedClient } from "../grpc/client";
 import { isServiceError } from "../grpc/status";
 
 /** Where the cube contract is served: a gRPC address (`host:port`, cube itself) or a Connect base URL (the gateway). */
 export type SeedTarget = { readonly grpc: string } | { readonly connect: string };
 
-/** A failed seeding call: which RPC, and the status it answered. */
-export class SeedError extends Error {
+/** A failed seeding call: which RPC, and the status it answered (kept as the error's code). */
+export class SeedError extends DomainError {
   constructor(
     readonly method: string,
-    readonly code: status,
+    code: status,
     detail: string,
   ) {
-    super(`${method}: ${(status[code] ?? "unknown").toLowerCase()}: ${detail}`);
-    this.name = "SeedError";
+    super(code, `${method}: ${(status[code] ?? "unknown").toLowerCase()}: ${detail}`);
   }
 }
 

@@ -6,9 +6,9 @@ import {
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { InvalidArgumentError, type ServiceImpl } from "@unimatrix/service-kit";
+import type { Claim } from "../../generated/prisma/client";
 import { decisionToWire } from "../convert";
 import type { CubeDeps } from "../deps";
-import type { Claim } from "../generated/prisma/client";
 import { appendEntry, readActivity, readUnread } from "../store/activity";
 import { listDecisions, recordDecision } from "../store/decisions";
 import { ackEntry, claimEntry, releaseClaim } from "../store/reactions";

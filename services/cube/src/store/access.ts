@@ -1,5 +1,5 @@
 import { NotFoundError, PermissionDeniedError, type Principal } from "@unimatrix/service-kit";
-import type { Cube } from "../generated/prisma/client";
+import type { Cube } from "../../generated/prisma/client";
 import type { Tx } from "./prisma";
 
 /** Access levels, ordered: 0 none, 1 READ, 2 WRITE, 3 MANAGE (the CubeAccess enum values). */

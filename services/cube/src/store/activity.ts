@@ -5,10 +5,10 @@ import {
   PermissionDeniedError,
   type Principal,
 } from "@unimatrix/service-kit";
+import type { ActivityItem as ActivityRow } from "../../generated/prisma/client";
 import { type EntryExtras, entryToWire, notificationToWire, type WireItem } from "../convert";
 import { decodeCursor, encodeCursor } from "../cursor";
 import { ACTIVITY, type CubeDeps, ring } from "../deps";
-import type { ActivityItem as ActivityRow } from "../generated/prisma/client";
 import { taxonomyKinds } from "../validate";
 import { type CubeStanding, READ, requireAccess, WRITE } from "./access";
 import { inTransaction, type PrismaClient, type Tx } from "./prisma";

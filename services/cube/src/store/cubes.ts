@@ -5,8 +5,8 @@ import {
   PermissionDeniedError,
   type Principal,
 } from "@unimatrix/service-kit";
+import type { Cube } from "../../generated/prisma/client";
 import { type CubeDeps, isUniqueViolation } from "../deps";
-import type { Cube } from "../generated/prisma/client";
 import { type AccessLevel, clientOf, MANAGE, requireAccess, standing, tenantOf } from "./access";
 import { inTransaction } from "./prisma";
 

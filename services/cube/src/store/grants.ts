@@ -1,6 +1,6 @@
 import { FailedPreconditionError, NotFoundError, type Principal } from "@unimatrix/service-kit";
+import type { CubeGrant } from "../../generated/prisma/client";
 import { ACCESS, type CubeDeps, ring } from "../deps";
-import type { CubeGrant } from "../generated/prisma/client";
 import { type AccessLevel, clientOf, MANAGE, requireAccess, tenantOf } from "./access";
 import { inTransaction, type Tx } from "./prisma";
 

@@ -9,8 +9,8 @@ import {
   sha256,
   verifySecret,
 } from "@unimatrix/service-kit";
+import type { ApiClient, Tenant, User } from "../../generated/prisma/client";
 import { ACCESS, type CubeDeps, isUniqueViolation, ring } from "../deps";
-import type { ApiClient, Tenant, User } from "../generated/prisma/client";
 import { bytes, inTransaction, type Tx } from "./prisma";
 
 /** A resolved token: the kit principal plus what the Authenticate RPC reports. */

@@ -1,7 +1,7 @@
 import type { Database } from "@unimatrix/service-kit";
-import { PrismaClient } from "../generated/prisma/client";
+import { PrismaClient } from "../../generated/prisma/client";
 
-export type { PrismaClient } from "../generated/prisma/client";
+export type { PrismaClient } from "../../generated/prisma/client";
 
 /** A Prisma interactive transaction client. */
 export type Tx = Omit<PrismaClient, "$connect" | "$disconnect" | "$on" | "$transaction" | "$extends" | "$use">;

@@ -1,7 +1,7 @@
 import { NotFoundError, type Principal } from "@unimatrix/service-kit";
+import type { ActivityItem as ActivityRow, Claim } from "../../generated/prisma/client";
 import { entryToWire } from "../convert";
 import { ACTIVITY, type CubeDeps, ring } from "../deps";
-import type { ActivityItem as ActivityRow, Claim } from "../generated/prisma/client";
 import { preview } from "../validate";
 import { type CubeStanding, requireAccess, WRITE } from "./access";
 import {

@@ -6,8 +6,8 @@ import {
   NotFoundError,
   type Principal,
 } from "@unimatrix/service-kit";
+import type { Role } from "../../generated/prisma/client";
 import { type CubeDeps, isUniqueViolation } from "../deps";
-import type { Role } from "../generated/prisma/client";
 import { MAX_DOCUMENT_BYTES } from "../validate";
 import { MANAGE, READ, requireAccess } from "./access";
 import { inTransaction, type Tx } from "./prisma";

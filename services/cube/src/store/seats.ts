@@ -9,9 +9,9 @@ import {
   sha256,
   verifySecret,
 } from "@unimatrix/service-kit";
+import type { Drone, DroneSession, Role } from "../../generated/prisma/client";
 import type { DroneView } from "../convert";
 import { ACCESS, type CubeDeps, ring } from "../deps";
-import type { Drone, DroneSession, Role } from "../generated/prisma/client";
 import { MANAGE, READ, requireAccess, standing } from "./access";
 import { bytes, inTransaction, type PrismaClient, type Tx } from "./prisma";
 

@@ -5,9 +5,9 @@ import {
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { type Bus, type BusSubscription, encodeOnce } from "@unimatrix/service-kit";
 import type { Logger } from "pino";
+import type { ActivityItem as ActivityRow } from "../../generated/prisma/client";
 import type { WireItem } from "../convert";
 import { ACCESS } from "../deps";
-import type { ActivityItem as ActivityRow } from "../generated/prisma/client";
 import { toItems } from "../store/activity";
 import type { PrismaClient } from "../store/prisma";
 

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { Prisma } from "../generated/prisma/client";
+import { Prisma } from "../../generated/prisma/client";
 import type { Db, Tx } from "./db";
 import type { AuditRow } from "./rows";
 

@@ -1,5 +1,5 @@
 import type { Database } from "@unimatrix/service-kit";
-import { PrismaClient } from "../generated/prisma/client";
+import { PrismaClient } from "../../generated/prisma/client";
 
 /** The Prisma client of the device context. */
 export type Db = PrismaClient;

@@ -9,9 +9,9 @@ import {
   UnauthenticatedError,
   verifySecret,
 } from "@unimatrix/service-kit";
+import { Prisma } from "../../generated/prisma/client";
 import { canSee, type Scope } from "../access";
 import type { DeviceNote } from "../events";
-import { Prisma } from "../generated/prisma/client";
 import { writeAudit } from "./audit";
 import { type Db, inTransaction, StoreAnomalyError } from "./db";
 import { DEVICE_COLUMNS, type DeviceRow, type EnrollTokenRow, TOKEN_COLUMNS } from "./rows";

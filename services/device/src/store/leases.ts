@@ -1,7 +1,7 @@
 import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import { Prisma } from "../../generated/prisma/client";
 import { canSee, type Scope } from "../access";
 import type { DeviceNote } from "../events";
-import { Prisma } from "../generated/prisma/client";
 import { writeAudit } from "./audit";
 import { type Db, inTransaction, StoreAnomalyError } from "./db";
 import { ownedDevice } from "./devices";

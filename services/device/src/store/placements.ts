@@ -8,9 +8,9 @@
  */
 import { randomUUID } from "node:crypto";
 import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import { Prisma } from "../../generated/prisma/client";
 import { canSee, type Scope } from "../access";
 import type { DeviceNote } from "../events";
-import { Prisma } from "../generated/prisma/client";
 import { writeAudit } from "./audit";
 import { type Db, inTransaction, StoreAnomalyError, type Tx } from "./db";
 import { ownedDevice } from "./devices";

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { FailedPreconditionError, issueToken, NotFoundError } from "@unimatrix/service-kit";
+import { Prisma } from "../../generated/prisma/client";
 import { canSee, type Scope } from "../access";
-import { Prisma } from "../generated/prisma/client";
 import { writeAudit } from "./audit";
 import { type Db, inTransaction } from "./db";
 import { type EnrollTokenRow, TOKEN_COLUMNS } from "./rows";

@@ -7,7 +7,8 @@ import type { SharedStore } from "./shared";
  * is up (a value deleted elsewhere is gone here too).
  */
 export class SharedValues {
-  readonly #local = new Map<string, { value: string; until: number }>();
+  /** `unsynced`: written while Redis was unreachable, so Redis does not know it yet. */
+  readonly #local = new Map<string, { value: string; until: number; unsynced: boolean }>();
 
   constructor(
     private readonly store: SharedStore,
@@ -20,17 +21,28 @@ export class SharedValues {
   /** The value under `key`, or undefined when absent or expired. */
   async get(key: string): Promise<string | undefined> {
     return this.store.either(
-      async (redis) => (await redis.get(this.#key(key))) ?? undefined,
+      async (redis) => {
+        const value = await redis.get(this.#key(key));
+        if (value !== null) return value;
+        // Written here during an outage: Redis learns it now (what it deleted meanwhile stays deleted).
+        const local = this.#local.get(key);
+        if (!local?.unsynced || local.until <= this.clock.now().getTime()) return undefined;
+        await redis.set(this.#key(key), local.value, "PX", local.until - this.clock.now().getTime());
+        local.unsynced = false;
+        return local.value;
+      },
       () => this.#getLocal(key),
     );
   }
 
   /** Stores `value` under `key` for `ttlMs`. */
   async set(key: string, value: string, ttlMs: number): Promise<void> {
-    this.#setLocal(key, value, ttlMs);
+    const local = this.#setLocal(key, value, ttlMs);
     await this.store.either(
       async (redis) => void (await redis.set(this.#key(key), value, "PX", ttlMs)),
-      () => undefined,
+      () => {
+        local.unsynced = true;
+      },
     );
   }
 
@@ -63,13 +75,15 @@ export class SharedValues {
     return local.value;
   }
 
-  #setLocal(key: string, value: string, ttlMs: number): void {
+  #setLocal(key: string, value: string, ttlMs: number) {
     this.#local.delete(key);
     if (this.#local.size >= this.maxLocal) {
       const oldest = this.#local.keys().next().value;
       if (oldest !== undefined) this.#local.delete(oldest);
     }
-    this.#local.set(key, { value, until: this.clock.now().getTime() + ttlMs });
+    const entry = { value, until: this.clock.now().getTime() + ttlMs, unsynced: false };
+    this.#local.set(key, entry);
+    return entry;
   }
 
   #key(key: string): string {

@@ -21,6 +21,7 @@ return 1
  */
 export class LeaseTable {
   readonly #local = new Map<string, Map<string, number>>();
+  #acquires = 0;
 
   constructor(
     private readonly store: SharedStore,
@@ -78,6 +79,7 @@ export class LeaseTable {
   }
 
   #acquireLocal(key: string, member: string, max: number, until: number, now: number): boolean {
+    if (++this.#acquires % 1_000 === 0) this.#sweep(now);
     let members = this.#local.get(key);
     if (!members) {
       members = new Map();
@@ -87,6 +89,14 @@ export class LeaseTable {
     if (!members.has(member) && members.size >= max) return false;
     members.set(member, until);
     return true;
+  }
+
+  /** Forgets lapsed members of every key (members whose holder never released them). */
+  #sweep(now: number): void {
+    for (const [key, members] of this.#local) {
+      for (const [member, until] of members) if (until <= now) members.delete(member);
+      if (members.size === 0) this.#local.delete(key);
+    }
   }
 
   #dropLocal(key: string, member: string): void {

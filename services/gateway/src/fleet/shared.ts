@@ -72,7 +72,9 @@ export class SharedStore {
     if (!redis) return local();
     if (redis.status === "ready") {
       try {
-        return await shared(redis);
+        const result = await shared(redis);
+        if (this.#degraded) this.#setDegraded(false); // a timeout passed without a reconnect
+        return result;
       } catch (error) {
         this.#logger?.debug({ err: error }, "gateway redis command failed; counting on this replica");
       }

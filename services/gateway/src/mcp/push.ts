@@ -115,6 +115,7 @@ export async function servePush(
     }
     deps.sessions.get(id).then(
       (next) => {
+        if (!next && deps.sessions.degraded) return; // unknown here is not gone while Redis is away
         if (!next) {
           send("warning", { event: "session_ended", message: "this MCP session expired or was closed" });
           return end();

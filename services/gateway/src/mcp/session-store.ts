@@ -36,6 +36,7 @@ export class McpSessionStore {
   readonly #values: SharedValues;
   readonly #leases: LeaseTable;
   readonly #key: Buffer;
+  readonly #store: SharedStore;
 
   constructor(
     store: SharedStore,
@@ -44,10 +45,16 @@ export class McpSessionStore {
     readonly idleMs: number,
     readonly maxPerCredential: number,
   ) {
+    this.#store = store;
     this.#values = new SharedValues(store, "mcp:session", clock);
     this.#leases = new LeaseTable(store, "mcp:held", clock);
 
     this.#key = createHash("sha256").update(`unimatrix mcp session seal\0${internalKey}`).digest();
+  }
+
+  /** True while Redis is unreachable: a session missing here may live on in the fleet. */
+  get degraded(): boolean {
+    return this.#store.degraded;
   }
 
   /** A new session of `credentialKey`; undefined when it already holds `maxPerCredential`. */

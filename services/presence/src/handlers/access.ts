@@ -4,7 +4,6 @@ import {
   InvalidArgumentError,
   PermissionDeniedError,
   type Principal,
-  parseToken,
 } from "@unimatrix/service-kit";
 
 type Metadata = CallContext["metadata"];
@@ -37,17 +36,6 @@ export function requireUuid(field: string, value: string): string {
   if (value === "") throw new InvalidArgumentError(field, "is required");
   if (!UUID.test(value)) throw new InvalidArgumentError(field, "must be a canonical lowercase UUID");
   return value;
-}
-
-/**
- * The credential a call is made with, for per-credential limits: the bearer token's lookup part,
- * or for a signed principal its kind and subject.
- */
-export function credentialKey(principal: Principal, metadata: Metadata): string {
-  const raw = bearerToken(metadata.get("authorization")[0]?.toString());
-  const parsed = raw ? parseToken(raw) : null;
-  if (parsed && !metadata.get("x-umx-principal").length) return `${parsed.kind}:${parsed.lookup}`;
-  return `${principal.kind}:${principal.subjectId}`;
 }
 
 /** The raw bearer token of a call, if it carries one (and no signed principal). */

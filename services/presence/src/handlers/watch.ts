@@ -2,6 +2,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { WatchMachinesRequest } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import {
   type CallContext,
+  credentialKey,
   InvalidArgumentError,
   isShutdown,
   type Principal,
@@ -14,7 +15,7 @@ import { Mailbox } from "../live/mailbox";
 import type { LogStore } from "../store/log";
 import type { MachineStore } from "../store/machines";
 import type { PresenceEvent } from "../store/rows";
-import { credentialKey, rawBearer, requireTenant, type TenantPrincipal } from "./access";
+import { rawBearer, requireTenant, type TenantPrincipal } from "./access";
 import { snapshotEvent, transitionEvent, type WatchEvent } from "./convert";
 
 /** What WatchMachines needs. */
@@ -66,7 +67,7 @@ export function watchMachinesHandler(deps: WatchDeps) {
     const after = parseCursor(request.after);
     const credential = credentialCheck(principal, ctx, deps);
     if (!(await credential.check())) throw new UnauthenticatedError("credential revoked");
-    const release = deps.hub.reserveStream(credentialKey(principal, ctx.metadata));
+    const release = await deps.hub.reserveStream(credentialKey(principal));
     const tenantId = principal.tenantId;
     const mailbox = new Mailbox<Wake>();
     let feed: TenantFeed | undefined;

@@ -1,4 +1,10 @@
-import { type Bus, type BusSubscription, ResourceExhaustedError } from "@unimatrix/service-kit";
+import {
+  type Bus,
+  type BusSubscription,
+  type ReleaseSlot,
+  type StreamCounter,
+  StreamLimiter,
+} from "@unimatrix/service-kit";
 import type { Logger } from "pino";
 import type { LogState, LogStore } from "../store/log";
 import type { PresenceEvent } from "../store/rows";
@@ -152,6 +158,8 @@ export interface WatchHubOptions {
   readonly logger: Logger;
   readonly maxLagBytes: number;
   readonly maxStreams: number;
+  /** Where open streams are counted (default: this replica's memory). */
+  readonly counter?: StreamCounter | undefined;
   readonly sizeOf: (event: PresenceEvent) => number;
   /** How often feeds drain while the bus is down (default BUS_DOWN_POLL_MS). */
   readonly downPollMs?: number | undefined;
@@ -160,11 +168,16 @@ export interface WatchHubOptions {
 /** The feeds of this replica (one per watched tenant) and the open-stream counts per credential. */
 export class WatchHub {
   readonly #feeds = new Map<string, { feed: Promise<TenantFeed>; refs: number; sub: Promise<BusSubscription> }>();
-  readonly #streams = new Map<string, number>();
+  readonly #limiter: StreamLimiter;
   readonly #unsubscribeReconnect: () => void;
   readonly #downPoll: NodeJS.Timeout;
 
   constructor(private readonly options: WatchHubOptions) {
+    this.#limiter = new StreamLimiter({
+      max: options.maxStreams,
+      what: "WatchMachines streams",
+      counter: options.counter,
+    });
     // After a bus outage every feed drains from its cursor: nothing published meanwhile is lost.
     this.#unsubscribeReconnect = options.bus.onReconnect(() => this.#pokeAll());
     // While it is down, other replicas' transitions are read on a short interval instead.
@@ -178,23 +191,12 @@ export class WatchHub {
     for (const entry of this.#feeds.values()) void entry.feed.then((feed) => feed.poke()).catch(() => {});
   }
 
-  /** Takes one of a credential's stream slots; RESOURCE_EXHAUSTED when all are taken. */
-  reserveStream(key: string): () => void {
-    const open = this.#streams.get(key) ?? 0;
-    if (open >= this.options.maxStreams) {
-      throw new ResourceExhaustedError(
-        `this credential already has ${this.options.maxStreams} open WatchMachines streams; close one first`,
-      );
-    }
-    this.#streams.set(key, open + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const now = (this.#streams.get(key) ?? 1) - 1;
-      if (now <= 0) this.#streams.delete(key);
-      else this.#streams.set(key, now);
-    };
+  /**
+   * Takes one of a credential's stream slots (see `credentialKey`), counted fleet-wide when the
+   * hub's counter is; RESOURCE_EXHAUSTED when all are taken.
+   */
+  reserveStream(key: string): Promise<ReleaseSlot> {
+    return this.#limiter.acquire(key);
   }
 
   /** The tenant's feed, created (and subscribed to the bus) on first use. */

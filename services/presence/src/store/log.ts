@@ -1,4 +1,4 @@
-import type { PrismaClient } from "../generated/prisma/client";
+import type { PrismaClient } from "../../generated/prisma/client";
 import { type EventRow, eventOf, type PresenceEvent } from "./rows";
 
 /** The state of a tenant's log: head (latest cursor), pruned floor and revocation counter. */

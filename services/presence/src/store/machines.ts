@@ -7,7 +7,7 @@ import {
   sha256,
   verifySecret,
 } from "@unimatrix/service-kit";
-import type { PrismaClient } from "../generated/prisma/client";
+import type { PrismaClient } from "../../generated/prisma/client";
 import type { MachineRecord, PresenceEvent } from "./rows";
 import { lockPresence, writeTransition } from "./transitions";
 

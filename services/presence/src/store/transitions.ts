@@ -1,5 +1,5 @@
 import { UnauthenticatedError } from "@unimatrix/service-kit";
-import type { PrismaClient } from "../generated/prisma/client";
+import type { PrismaClient } from "../../generated/prisma/client";
 import { type EventRow, eventOf, type PresenceEvent } from "./rows";
 
 /** A Prisma interactive-transaction client. */

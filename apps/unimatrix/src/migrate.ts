@@ -1,14 +1,11 @@
 #!/usr/bin/env node
-import * as cube from "@unimatrix/cube";
-import * as device from "@unimatrix/device";
-import * as presence from "@unimatrix/presence";
 import { commonEnv, migrateDatabase, openDatabase, readConfig } from "@unimatrix/service-kit";
+import { SERVICES } from "./services";
 
-const SERVICES: Record<string, string> = {
-  cube: cube.migrationsDir,
-  device: device.migrationsDir,
-  presence: presence.migrationsDir,
-};
+/** Each service's migrations: its exported migrationsDir, for the services that own a store. */
+const MIGRATIONS = new Map(
+  SERVICES.flatMap((s) => (s.store && s.migrationsDir ? [[s.name, s.migrationsDir] as const] : [])),
+);
 
 /**
  * `migrate [service ...]`: applies the services' SQL migrations and exits; what the Helm
@@ -17,13 +14,13 @@ const SERVICES: Record<string, string> = {
 async function main(): Promise<void> {
   const config = readConfig(commonEnv);
   const asked = process.argv.slice(2);
-  const unknown = asked.filter((name) => !(name in SERVICES));
+  const unknown = asked.filter((name) => !MIGRATIONS.has(name));
   if (unknown.length > 0)
-    throw new Error(`unknown service ${unknown.join(", ")}; choose from ${Object.keys(SERVICES).join(", ")}`);
-  for (const service of asked.length > 0 ? asked : Object.keys(SERVICES)) {
+    throw new Error(`unknown service ${unknown.join(", ")}; choose from ${[...MIGRATIONS.keys()].join(", ")}`);
+  for (const service of asked.length > 0 ? asked : [...MIGRATIONS.keys()]) {
     const database = await openDatabase({ service, url: config.databaseUrl, dataDir: config.dataDir });
     try {
-      const result = await migrateDatabase(database, SERVICES[service]!);
+      const result = await migrateDatabase(database, MIGRATIONS.get(service) as string);
       process.stdout.write(
         `${service}: applied ${result.applied.length}, already applied ${result.alreadyApplied.length}\n`,
       );

@@ -4,7 +4,7 @@ import { promisify } from "node:util";
 import { connectJson, OPERATOR_TOKEN, type System, startSystem } from "../../../services/gateway/test/system";
 
 const run = promisify(execFile);
-const script = join(__dirname, "..", "..", "..", "packages", "launcher", "dist", "bootstrap.js");
+const script = join(__dirname, "..", "..", "..", "apps", "unimatrix", "dist", "bootstrap.js");
 
 describe("npm run bootstrap", () => {
   let system: System;

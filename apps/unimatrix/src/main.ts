@@ -1,17 +1,18 @@
 #!/usr/bin/env node
 import { ConfigError, createLogger, stopOnSignals } from "@unimatrix/service-kit";
-import { launch, SERVICE_NAMES, type ServiceName } from "./launch";
+import { launch } from "./launch";
+import { SERVICE_NAMES } from "./services";
 
 /** `unimatrix [service ...]`: runs the named services (all four by default) until Ctrl-C / SIGTERM. */
 async function main(): Promise<void> {
-  const logger = createLogger("launcher");
+  const logger = createLogger("unimatrix");
   const asked = process.argv.slice(2);
-  const unknown = asked.filter((name) => !SERVICE_NAMES.includes(name as ServiceName));
+  const unknown = asked.filter((name) => !SERVICE_NAMES.includes(name));
   if (unknown.length > 0) {
     process.stderr.write(`unknown service ${unknown.join(", ")}; choose from ${SERVICE_NAMES.join(", ")}\n`);
     process.exit(2);
   }
-  const names = asked.length > 0 ? (asked as ServiceName[]) : [...SERVICE_NAMES];
+  const names = asked.length > 0 ? asked : [...SERVICE_NAMES];
   const launched = await launch(names);
   const store = launched.embedded ? "embedded PGlite under UMX_DATA_DIR" : "Postgres at DATABASE_URL";
   const lines = launched.endpoints.map((e) => `  ${e.name.padEnd(9)} ${e.protocol}://127.0.0.1:${e.port}`);

@@ -9,7 +9,7 @@ import { TEST_DATABASE_URL, TEST_REDIS_URL, testBusPrefix, uniqueName } from "@u
 import pg from "pg";
 
 const root = join(__dirname, "..", "..", "..");
-const main = join(root, "packages", "launcher", "dist", "main.js");
+const main = join(root, "apps", "unimatrix", "dist", "main.js");
 
 /** Starts `npm start`'s entry point and resolves with the ports it printed. */
 async function startUnimatrix(env: NodeJS.ProcessEnv) {

@@ -1,0 +1,189 @@
+import {
+  encodeOnce,
+  Feed,
+  type FeedListener,
+  FeedQueue,
+  type FeedSource,
+  InProcessBus,
+  publishAfterCommit,
+  publishFailures,
+  silentLogger,
+} from "@unimatrix/service-kit";
+import { eventually } from "@unimatrix/service-kit/testing";
+
+interface Item {
+  readonly seq: number;
+  readonly event: { readonly text: string };
+}
+
+/** A live log in memory: what a service's store would read, with a count of reads. */
+class MemoryLog implements FeedSource<number, Item> {
+  readonly items: Item[] = [];
+  reads = 0;
+  channel(key: string): string {
+    return `log:${key}`;
+  }
+  async head(): Promise<number> {
+    return this.items.length;
+  }
+  async read(_key: string, after: number, limit: number) {
+    this.reads += 1;
+    const items = this.items.slice(after, after + limit);
+    return { items, cursor: after + items.length };
+  }
+  isNews(message: string): boolean {
+    return message !== "access";
+  }
+  append(n: number, bytes = 10): void {
+    for (let i = 0; i < n; i++) {
+      const seq = this.items.length + 1;
+      this.items.push({ seq, event: encodeOnce({ text: "x".repeat(bytes) }) });
+    }
+  }
+}
+
+const seqs = (items: readonly Item[]) => items.map((i) => i.seq);
+
+describe("Feed (kit): drain once per key, fan out, cut laggards", () => {
+  let bus: InProcessBus;
+  let log: MemoryLog;
+  let feed: Feed<number, Item>;
+
+  beforeEach(() => {
+    bus = new InProcessBus();
+    log = new MemoryLog();
+    feed = new Feed({ source: log, bus, logger: silentLogger(), healMs: 0, pageSize: 4, budget: { maxItems: 5 } });
+  });
+  afterEach(async () => {
+    await feed.close();
+    await bus.close();
+  });
+
+  it("one doorbell is one read for any number of listeners, and every listener gets the same item objects", async () => {
+    const queues = Array.from({ length: 10 }, () => new FeedQueue<Item>());
+    for (const q of queues) expect(await feed.attach("a", q)).toBe(0);
+    const readsBefore = log.reads;
+    log.append(3);
+    await bus.publish("log:a", "new");
+    await eventually(() => queues.every((q) => q.lag().items === 3), "every queue fed");
+    expect(log.reads - readsBefore).toBe(1);
+    const taken = queues.map((q) => q.take());
+    expect(seqs(taken[0]!)).toEqual([1, 2, 3]);
+    // Shared, not copied: the message a stream writes is built (and encoded) once per replica.
+    for (const items of taken) for (const [i, item] of items.entries()) expect(item).toBe(taken[0]![i]);
+  });
+
+  it("reads page by page until level, in order; other keys are not read", async () => {
+    const a = new FeedQueue<Item>();
+    const b = new FeedQueue<Item>();
+    await feed.attach("a", a);
+    await feed.attach("b", b);
+    log.append(5);
+    const reads = log.reads;
+    await feed.wake("a");
+    // Pages of 4: [1..4], [5] (short page: level).
+    expect(log.reads - reads).toBe(2);
+    expect(seqs(a.take())).toEqual([1, 2, 3, 4, 5]);
+    expect(b.lag().items).toBe(0);
+  });
+
+  it("coalesces wakes that arrive while reading into one more pass", async () => {
+    const q = new FeedQueue<Item>();
+    await feed.attach("a", q);
+    log.append(1);
+    const reads = log.reads;
+    await Promise.all([feed.wake("a"), feed.wake("a"), feed.wake("a"), feed.wake("a")]);
+    expect(log.reads - reads).toBe(2);
+    expect(seqs(q.take())).toEqual([1]);
+  });
+
+  it("cuts a listener whose unread backlog passes the item budget; the others keep being fed", async () => {
+    const reader = new FeedQueue<Item>();
+    const stalled = new FeedQueue<Item>();
+    await feed.attach("a", reader);
+    await feed.attach("a", stalled);
+    log.append(4);
+    await feed.wake("a");
+    expect(reader.take()).toHaveLength(4);
+    expect([stalled.lag().items, stalled.isCut, feed.listeners("a")]).toEqual([4, false, 2]);
+    log.append(2);
+    await feed.wake("a");
+    expect([stalled.isCut, stalled.lag().items, feed.listeners("a")]).toEqual([true, 0, 1]);
+    await stalled.wait(); // a cut wakes the stream so it can end
+    log.append(1);
+    await feed.wake("a");
+    expect(seqs(reader.take())).toEqual([5, 6, 7]);
+    expect(stalled.lag().items).toBe(0);
+  });
+
+  it("cuts on the byte budget too, counting only what the listener accepted", async () => {
+    const bytes = new Feed<number, Item>({
+      source: log,
+      bus,
+      logger: silentLogger(),
+      healMs: 0,
+      budget: { maxBytes: 100 },
+    });
+    try {
+      const sizeOf = (item: Item) => item.event.text.length;
+      const all = new FeedQueue<Item>({ sizeOf });
+      const evens = new FeedQueue<Item>({ sizeOf, accept: (item) => item.seq % 2 === 0 });
+      await bytes.attach("a", all);
+      await bytes.attach("a", evens);
+      log.append(4, 40);
+      await bytes.wake("a");
+      expect([all.isCut, all.lag().bytes]).toEqual([true, 0]);
+      expect([evens.isCut, evens.lag().bytes, seqs(evens.take())]).toEqual([false, 80, [2, 4]]);
+    } finally {
+      await bytes.close();
+    }
+  });
+
+  it("a doorbell that is not news reaches listeners as a notice without a read", async () => {
+    const q = new FeedQueue<Item>();
+    await feed.attach("a", q);
+    const reads = log.reads;
+    await bus.publish("log:a", "access");
+    await q.wait();
+    expect(q.notices()).toEqual(["access"]);
+    expect(log.reads).toBe(reads);
+  });
+
+  it("a listener attached later starts at the feed's cursor, and the last detach stops reading", async () => {
+    const first = new FeedQueue<Item>();
+    await feed.attach("a", first);
+    log.append(2);
+    await feed.wake("a");
+    const second: FeedListener<Item> = new FeedQueue<Item>();
+    expect(await feed.attach("a", second)).toBe(2);
+    feed.detach("a", first);
+    feed.detach("a", second);
+    expect(feed.listeners("a")).toBe(0);
+    const reads = log.reads;
+    await bus.publish("log:a", "new");
+    await new Promise((resolve) => setImmediate(resolve));
+    await feed.wake("a");
+    expect(log.reads).toBe(reads);
+  });
+});
+
+describe("publishAfterCommit", () => {
+  it("rings every distinct channel once and resolves true", async () => {
+    const bus = new InProcessBus();
+    const got: string[] = [];
+    await bus.subscribe("cube:1", (m) => got.push(`1:${m}`));
+    await bus.subscribe("cube:2", (m) => got.push(`2:${m}`));
+    expect(await publishAfterCommit(bus, ["cube:1", "cube:2", "cube:1"], "activity", silentLogger())).toBe(true);
+    await eventually(() => got.length === 2, "two doorbells");
+    expect(got.sort()).toEqual(["1:activity", "2:activity"]);
+    await bus.close();
+  });
+
+  it("never throws when the bus is down: resolves false and counts the failure", async () => {
+    const bus = new InProcessBus();
+    await bus.close();
+    const before = publishFailures();
+    await expect(publishAfterCommit(bus, "cube:1", "activity", silentLogger())).resolves.toBe(false);
+    expect(publishFailures()).toBe(before + 1);
+  });
+});
