@@ -7,7 +7,7 @@ import { poll } from "./harness/processes";
 import { seedWorld, type World } from "./harness/world";
 
 /**
- * "At most 10 open streams per credential" counts across the fleet (DESIGN §8, issue 12): streams of
+ * "At most 10 open streams per credential" counts across the fleet: streams of
  * one credential spread over both gateways (and so over both replicas behind them), over SSE and gRPC
  * alike, are refused from the eleventh on. Today each replica counts alone. [fleet-gw]: the gateways
  * count SSE streams in Redis; [fleet-svc]: the services count their streams fleet-wide with one

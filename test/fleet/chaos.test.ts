@@ -6,15 +6,15 @@ import type { SequenceReport, StreamRecord } from "./harness/streams";
 import { nonAlternating } from "./harness/truth";
 
 /**
- * DESIGN §8's proof: under steady load through every surface, SIGKILL a cube replica (and start it
+ * The fleet's proof: under steady load through every surface, SIGKILL a cube replica (and start it
  * again), a presence replica and a gateway, cut Redis for a few seconds (starting the killed
  * presence replica again while it is down), then SIGTERM the other cube and presence replicas (each
  * drains), then check that every acknowledged append and every transition reached every resumed
  * stream exactly once, in order, and that nothing answered 5xx but requests in flight on a killed
- * process. Each check names the fix it depends on (issue 12): [today] holds on main as it is;
+ * process. Each check names the work it depends on: [today] held before the fleet work;
  * [fleet-gw] needs the gateway work (any gRPC target with round robin, SSE/MCP push re-subscribing
  * from the last cursor, MCP sessions in Redis); [fleet-svc] needs the service work (Redis optional
- * at start, draining while the bus is down).
+ * at start, draining while the bus is down, SIGTERM drains with a typed going_away).
  * `FLEET_TARGETS=pinned FLEET_MCP=sticky` runs the same faults on a fleet today's settings accept.
  */
 const targets = (process.env.FLEET_TARGETS as Targets | undefined) ?? "balanced";

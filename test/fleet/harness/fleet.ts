@@ -12,7 +12,7 @@ export const FLEET_OPERATOR_TOKEN = "umx_operator_fleettest_0123456789abcdef";
 
 /** How the gateways (and presence) reach the services. */
 export type Targets =
-  /** Every gateway dials every replica: `ipv4:127.0.0.1:<p1>,127.0.0.1:<p2>` (DESIGN §8, round robin). */
+  /** Every gateway dials every replica: `ipv4:127.0.0.1:<p1>,127.0.0.1:<p2>` (round robin). */
   | "balanced"
   /** Gateway i dials replica i only (`127.0.0.1:<p>`): the fleet today's `host:port` settings allow. */
   | "pinned";

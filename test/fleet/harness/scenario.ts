@@ -31,7 +31,7 @@ const C = { grpcWriter: 0, connectWriter: 1, mcpA: 2, mcpB: 3, grpcReader: 4, ss
 export type McpSpread =
   /** Each session stays on the gateway it was opened on (until that gateway dies). */
   | "sticky"
-  /** mcp-2 is initialized on gateway A and continued on B (DESIGN §8: any replica serves any request). */
+  /** mcp-2 is initialized on gateway A and continued on B (any gateway serves any request). */
   | "cross";
 
 /**
@@ -63,7 +63,7 @@ export class Scenario {
     setMaxListeners(200, this.#streams.signal, this.#load.signal);
     this.fleet = fleet;
     this.world = world;
-    // Internal gRPC clients spread over every replica, as DESIGN §8 asks of every client.
+    // Internal gRPC clients spread over every replica, as every internal client must.
     this.#activity = activityClient(Fleet.target(fleet.cube));
     this.#machines = createClient(MachineService, Fleet.target(fleet.presence), undefined, ROUND_ROBIN);
     this.#link = createClient(LinkService, Fleet.target(fleet.presence), undefined, ROUND_ROBIN);
