@@ -99,6 +99,8 @@ export class FleetProcess {
         ...this.env,
         ...extraEnv,
         [PORT_VARIABLE[this.service]]: String(this.#port),
+        // Several processes of a kind share this host: each takes any free metrics port.
+        [PORT_VARIABLE[this.service].replace("_PORT", "_METRICS_PORT")]: "0",
       },
       stdio: ["ignore", "pipe", "pipe"],
     });
