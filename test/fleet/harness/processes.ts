@@ -113,7 +113,7 @@ export class FleetProcess {
       const onData = (chunk: Buffer) => {
         log.write(chunk);
         seen += chunk.toString("utf8");
-        const match = /^\s+\w+\s+(?:grpc|http):\/\/[^:\s]+:(\d+)\s*$/m.exec(seen);
+        const match = /^\s+\w+\s+(?:grpc|http):\/\/[^:\s]+:(\d+)\b/m.exec(seen);
         if (match) resolve(Number(match[1]));
       };
       child.stdout!.on("data", onData);
