@@ -254,13 +254,19 @@ describe("SubscribeActivity rules", () => {
     }
   });
 
-  it("at most 10 open streams per credential", async () => {
+  it("at most 10 open streams per credential, counted across replicas", async () => {
     const { cubeId } = await newCube(h, owner.token, "limit");
-    const open = Array.from({ length: 10 }, () => subscribe(h, owner.token, cubeId));
+    // Five on each of two replicas (sharing Redis): the cap is the fleet's, not each replica's.
+    const open = [
+      ...Array.from({ length: 5 }, () => subscribe(h, owner.token, cubeId)),
+      ...Array.from({ length: 5 }, () => subscribe(b, owner.token, cubeId)),
+    ];
     for (const r of open) await eventually(() => r.events.some((e) => e.event.case === "ready"), "ready");
-    const eleventh = subscribe(h, owner.token, cubeId);
-    const result = await eleventh.done;
-    expect(result.error?.code).toBe(status.RESOURCE_EXHAUSTED);
+    for (const replica of [h, b]) {
+      const eleventh = subscribe(replica, owner.token, cubeId);
+      const result = await eleventh.done;
+      expect(result.error?.code).toBe(status.RESOURCE_EXHAUSTED);
+    }
     for (const r of open) r.cancel();
     await Promise.all(open.map((r) => r.done));
     await eventually(async () => {

@@ -44,7 +44,7 @@ function redisProxy() {
 }
 
 describe("gateway: the shared store through a Redis outage", () => {
-  it("keeps serving from this replica's memory while Redis is cut, and tells Redis what it wrote once it is back", async () => {
+  it("keeps serving what it wrote or read from this replica's memory while Redis is cut, and tells Redis what it wrote once it is back", async () => {
     const proxy = redisProxy();
     await proxy.listen();
     const prefix = testBusPrefix("gw_store");
@@ -58,11 +58,20 @@ describe("gateway: the shared store through a Redis outage", () => {
       const leases = new LeaseTable(store, "streams", systemClock);
       await values.set("before", "written while up", 60_000);
       expect(await direct.get(`${prefix}:gw:mcp:session:before`)).toBe("written while up");
+      // Written by another replica (straight into Redis) and read here once before the cut.
+      await direct.set(`${prefix}:gw:mcp:session:elsewhere`, "moved here", "PX", 60_000);
+      await direct.set(`${prefix}:gw:mcp:session:gone`, "deleted elsewhere", "PX", 60_000);
+      expect(await values.get("elsewhere")).toBe("moved here");
+      expect(await values.get("gone")).toBe("deleted elsewhere");
+      await direct.del(`${prefix}:gw:mcp:session:gone`);
+      expect(await values.get("gone")).toBeUndefined(); // Redis wins while it is up
       expect(await leases.acquire("cred", "s1", 2, 60_000)).toBe(true);
 
       await proxy.cut();
       await eventually(() => store.degraded, "the store to notice the cut");
       expect(await values.get("before")).toBe("written while up"); // from memory
+      expect(await values.get("elsewhere")).toBe("moved here"); // read before the cut, kept
+      expect(await values.get("gone")).toBeUndefined(); // deleted elsewhere stays deleted
       await values.set("during", "written while cut", 60_000);
       expect(await values.get("during")).toBe("written while cut");
       // The cap still holds, counting this replica's own members.

@@ -2,9 +2,10 @@ import type { Clock } from "@unimatrix/service-kit";
 import type { SharedStore } from "./shared";
 
 /**
- * Expiring string values shared by the fleet (Redis), written through to this replica's memory
- * so what this replica wrote keeps working while Redis is unreachable. Redis answers win while it
- * is up (a value deleted elsewhere is gone here too).
+ * Expiring string values shared by the fleet (Redis), kept in this replica's memory too — what it
+ * wrote and what it read — so what this replica has served keeps working while Redis is
+ * unreachable (an MCP session moved here from a dead replica included). Redis answers win while
+ * it is up (a value deleted elsewhere is gone here too).
  */
 export class SharedValues {
   /** `unsynced`: written while Redis was unreachable, so Redis does not know it yet. */
@@ -22,11 +23,21 @@ export class SharedValues {
   async get(key: string): Promise<string | undefined> {
     return this.store.either(
       async (redis) => {
-        const value = await redis.get(this.#key(key));
-        if (value !== null) return value;
+        const [[, value], [, ttl]] = (await redis.multi().get(this.#key(key)).pttl(this.#key(key)).exec()) as [
+          [unknown, string | null],
+          [unknown, number],
+        ];
+        if (value !== null) {
+          // Remembered for an outage, for as long as Redis would keep it.
+          if (ttl > 0) this.#setLocal(key, value, ttl);
+          return value;
+        }
         // Written here during an outage: Redis learns it now (what it deleted meanwhile stays deleted).
         const local = this.#local.get(key);
-        if (!local?.unsynced || local.until <= this.clock.now().getTime()) return undefined;
+        if (!local?.unsynced || local.until <= this.clock.now().getTime()) {
+          this.#local.delete(key);
+          return undefined;
+        }
         await redis.set(this.#key(key), local.value, "PX", local.until - this.clock.now().getTime());
         local.unsynced = false;
         return local.value;
