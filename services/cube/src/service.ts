@@ -1,10 +1,10 @@
-import { openStreamCounter, RedisStreamCounter } from "@unimatrix/service-kit/bus";
 import { join } from "node:path";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { defineService, type StartedService, type StartServiceOptions, startService } from "@unimatrix/service-kit";
 import { principalResolver } from "@unimatrix/service-kit/auth";
+import { openStreamCounter, RedisStreamCounter } from "@unimatrix/service-kit/bus";
 import { route } from "@unimatrix/service-kit/grpc";
 import { type CubeConfig, cubeEnv, readCubeConfig } from "./config";
 import { activityHandlers } from "./handlers/activity";

@@ -1,7 +1,7 @@
-import type { StreamCounter } from "@unimatrix/service-kit/bus";
 import type { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
+import type { StreamCounter } from "@unimatrix/service-kit/bus";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import {
   claimOutcomeToWire,
