@@ -7,6 +7,11 @@
 #   docker build --build-arg SERVICE=cube -t unimatrix-cube .     # an image whose default command is one service
 #   docker run --rm --entrypoint node unimatrix apps/unimatrix/dist/migrate.js   # migrations, then exit
 #
+# Health outside Kubernetes (no HEALTHCHECK baked in: the port depends on the command): the probe
+# command asks grpc.health.v1 (exit 0 only when SERVING) or an HTTP path (exit 0 only on 200):
+#   docker run -d --health-cmd 'node apps/unimatrix/dist/probe.js grpc://127.0.0.1:7001' unimatrix cube
+#   docker run -d --health-cmd 'node apps/unimatrix/dist/probe.js http://127.0.0.1:8080/readyz' unimatrix gateway
+#
 # The Helm chart (deploy/k8s/unimatrix) runs one image for every Deployment and passes the service
 # name as the container's args; the migration Job overrides the command with migrate.js.
 
