@@ -17,6 +17,7 @@ export * from "./logger";
 export * from "./observe/calls";
 export * from "./observe/metrics";
 export * from "./observe/trace";
+export * from "./observe/tracing";
 export * from "./rules";
 export * from "./runtime";
 export * from "./service";

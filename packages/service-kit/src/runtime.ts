@@ -9,6 +9,7 @@ import { type Authenticate, GrpcHost } from "./grpc/host";
 import { createLogger } from "./logger";
 import { callObserver } from "./observe/calls";
 import { type MetricsServer, ServiceMetrics, serveMetrics } from "./observe/metrics";
+import { startTracing } from "./observe/tracing";
 import type { Background, ServiceDeps } from "./service";
 import { type Database, openDatabase } from "./store/database";
 import { migrateDatabase } from "./store/migrations";
@@ -143,6 +144,7 @@ export async function bootService(
   wire: (deps: ServiceDeps, makeHost: (authenticate?: Authenticate) => GrpcHost) => Promise<Booted>,
 ): Promise<RunningService> {
   const { config, name } = options;
+  startTracing(); // once per process (the composition names it first); a no-op afterwards
   const logger = options.logger ?? createLogger(name, config.logLevel);
   const clock = options.clock ?? systemClock;
   const internalKey = resolveInternalKey(config);

@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import { inSpan, SpanKind } from "../observe/trace";
 import type { Bus } from "./bus";
 
 let failures = 0;
@@ -21,7 +22,17 @@ export async function publishAfterCommit(
   logger: Logger,
 ): Promise<boolean> {
   const channels = typeof channel === "string" ? [channel] : [...new Set(channel)];
-  const results = await Promise.allSettled(channels.map((c) => bus.publish(c, payload)));
+  // One PRODUCER span per channel, child of the call that committed (bus publish spans).
+  const results = await Promise.allSettled(
+    channels.map((c) =>
+      inSpan(
+        "bus publish",
+        SpanKind.PRODUCER,
+        { "messaging.system": "redis", "messaging.operation.type": "send", "messaging.destination.name": c },
+        () => bus.publish(c, payload),
+      ),
+    ),
+  );
   let ok = true;
   results.forEach((result, i) => {
     if (result.status === "fulfilled") return;
