@@ -206,6 +206,20 @@ describe("operating it: metrics, access lines and trace ids", () => {
     );
     expect(await scrape(up.ports.cube!.metrics)).toMatch(/grpc_code="INVALID_ARGUMENT"[^}]*\} 1\b/);
 
+    // What the services stand on: the pool, the bus, the live feed, open links (bounded labels).
+    const stands = await scrape(up.ports.cube!.metrics);
+    expect(stands).toMatch(/^unimatrix_db_pool_connections\{state="in_use",service="cube"\} \d+$/m);
+    expect(stands).toMatch(/^unimatrix_db_pool_connections\{state="idle",service="cube"\} [1-9]\d*$/m);
+    expect(stands).toMatch(/^unimatrix_db_pool_waiting\{service="cube"\} 0$/m);
+    expect(stands).toMatch(/^unimatrix_bus_publish_failures_total\{service="cube"\} 0$/m);
+    expect(stands).toMatch(/^unimatrix_bus_reconnects_total\{service="cube"\} 0$/m);
+    expect(stands).toMatch(/^unimatrix_bus_up\{service="cube"\} 1$/m);
+    expect(stands).toMatch(/^unimatrix_feed_listeners\{service="cube"\} 0$/m);
+    expect(stands).toMatch(/^unimatrix_feed_backlog_items\{service="cube"\} 0$/m);
+    const presence = await scrape(up.ports.presence!.metrics);
+    expect(presence).toMatch(/^unimatrix_presence_open_links\{service="presence"\} 0$/m);
+    expect(presence).toMatch(/^unimatrix_feed_drains_total\{service="presence"\} \d+$/m);
+
     // One access line per call, carrying the trace id, in the gateway and in the service it reached.
     const lines = up.lines();
     const gatewayLine = lines.find(
@@ -226,19 +240,22 @@ describe("operating it: metrics, access lines and trace ids", () => {
   });
 
   test("spans of the caller's trace reach the OTLP endpoint the standard OTEL_* variables name", async () => {
-    // The OTLP/HTTP exporter posts JSON to <endpoint>/v1/traces, trace ids in hex.
-    await eventually(
-      () => exported.some((e) => e.path === "/v1/traces" && e.body.includes(TRACE_ID)),
-      "an OTLP export holding the caller's trace",
-      10_000,
-    );
-    const bodies = Buffer.concat(exported.map((e) => e.body));
-    for (const name of [
+    // The OTLP/HTTP exporter posts JSON to <endpoint>/v1/traces, trace ids in hex; the spans of
+    // one trace may come in several batches (each process exports its own).
+    const names = [
       "POST /unimatrix.cube.v1.ActivityService/AppendEntry",
       "unimatrix.cube.v1.ActivityService/AppendEntry",
       "prisma:client:db_query",
       "bus publish",
-    ])
-      expect(bodies.includes(Buffer.from(name))).toBe(true);
+    ];
+    const missing = () => {
+      const traced = exported.filter((e) => e.path === "/v1/traces" && e.body.includes(TRACE_ID));
+      const bodies = Buffer.concat(traced.map((e) => e.body));
+      return names.filter((name) => !bodies.includes(Buffer.from(`"name":"${name}"`)));
+    };
+    await eventually(() => missing().length === 0, "OTLP exports holding the caller's trace", 10_000).catch(() => {
+      throw new Error(`not exported: ${missing().join(", ")}`);
+    });
+    expect(missing()).toEqual([]);
   });
 });

@@ -15,6 +15,7 @@ export * from "./errors";
 export * from "./grpc";
 export * from "./logger";
 export * from "./observe/calls";
+export * from "./observe/deps-metrics";
 export * from "./observe/metrics";
 export * from "./observe/trace";
 export * from "./observe/tracing";

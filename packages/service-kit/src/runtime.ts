@@ -8,6 +8,7 @@ import { ConfigError, type ConfigOf, type commonEnv } from "./config";
 import { type Authenticate, GrpcHost } from "./grpc/host";
 import { createLogger } from "./logger";
 import { callObserver } from "./observe/calls";
+import { observeDeps } from "./observe/deps-metrics";
 import { type MetricsServer, ServiceMetrics, serveMetrics } from "./observe/metrics";
 import { startTracing } from "./observe/tracing";
 import type { Background, ServiceDeps } from "./service";
@@ -162,6 +163,7 @@ export async function bootService(
     if (result.newer.length > 0) logger.warn({ newer: result.newer }, "database has migrations newer than this build");
     bus = options.bus ?? (await openBus({ url: config.redisUrl, prefix: config.busPrefix, logger }));
     const metrics = new ServiceMetrics(name);
+    const unobserve = observeDeps(metrics, { database, bus });
     const deps: ServiceDeps = {
       database,
       bus,
@@ -205,6 +207,7 @@ export async function bootService(
           await metricsServer?.close();
           await Promise.all(timers.map((stop) => stop()));
           await booted.close();
+          unobserve();
           if (ownsBus) await openBusRef.close();
           await database.close();
           logger.info(`${name} stopped`);

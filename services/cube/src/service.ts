@@ -2,7 +2,13 @@ import { join } from "node:path";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
-import { defineService, type StartedService, type StartServiceOptions, startService } from "@unimatrix/service-kit";
+import {
+  defineService,
+  observeFeed,
+  type StartedService,
+  type StartServiceOptions,
+  startService,
+} from "@unimatrix/service-kit";
 import { principalResolver } from "@unimatrix/service-kit/auth";
 import { route } from "@unimatrix/service-kit/grpc";
 import { type CubeConfig, cubeEnv, readCubeConfig } from "./config";
@@ -28,7 +34,7 @@ export const cubeService = defineService<CubeConfig>({
   env: cubeEnv,
   migrationsDir,
   readConfig: readCubeConfig,
-  wire({ database, bus, logger, clock, internalKey, operatorToken }, config) {
+  wire({ database, bus, logger, clock, internalKey, operatorToken, metrics }, config) {
     const prisma = openPrisma(database);
     const deps: CubeDeps = {
       prisma,
@@ -40,6 +46,7 @@ export const cubeService = defineService<CubeConfig>({
       guard: new StorageGuard(prisma, config.storageBudgetBytes),
     };
     const feed = activityFeed(deps);
+    observeFeed(metrics, feed);
     const scan = () => scanLiveness(deps);
     return {
       routes: [

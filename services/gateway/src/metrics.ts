@@ -22,4 +22,15 @@ export class GatewayMetrics {
     labelNames: ["kind"] as const,
     registers: [this.registry],
   });
+  readonly mcpSessions = new Gauge({
+    name: "unimatrix_gateway_mcp_sessions",
+    help: "MCP sessions open now.",
+    registers: [this.registry],
+  });
+  readonly mcpToolCalls = new Counter({
+    name: "unimatrix_gateway_mcp_tool_calls_total",
+    help: "MCP tool calls, by tool (the thirteen) and outcome (ok, or the lower-case gRPC code of the refusal).",
+    labelNames: ["tool", "outcome"] as const,
+    registers: [this.registry],
+  });
 }

@@ -116,7 +116,11 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     logger,
     timeoutMs: gateway.requestTimeoutMs,
     maxBodyBytes: gateway.maxBodyBytes,
-    onSession: (delta) => metrics.openStreams.inc({ kind: "mcp" }, delta),
+    onSession: (delta) => {
+      metrics.openStreams.inc({ kind: "mcp" }, delta);
+      metrics.mcpSessions.inc(delta);
+    },
+    onToolCall: (tool, outcome) => metrics.mcpToolCalls.inc({ tool, outcome }),
   });
 
   const readiness = async (): Promise<Check[]> => {

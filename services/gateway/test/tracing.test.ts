@@ -117,6 +117,14 @@ describe("gateway: one trace from the caller to the database", () => {
       expect(attached.isError).toBeFalsy();
       const posted = await client.callTool({ name: "log_post", arguments: { message: "traced over mcp" } });
       expect(posted.isError).toBeFalsy();
+      const refused = await client.callTool({ name: "log_ack", arguments: { entry_id: crypto.randomUUID() } });
+      expect(refused.isError).toBe(true);
+      // Tool calls are counted by tool and outcome; the session is open while the client is.
+      const metrics = await (await fetch(system.metricsUrl)).text();
+      expect(metrics).toMatch(/^unimatrix_gateway_mcp_tool_calls_total\{tool="log_post",outcome="ok"\} 1$/m);
+      expect(metrics).toMatch(/^unimatrix_gateway_mcp_tool_calls_total\{tool="seat_attach",outcome="ok"\} 1$/m);
+      expect(metrics).toMatch(/^unimatrix_gateway_mcp_tool_calls_total\{tool="log_ack",outcome="not_found"\} 1$/m);
+      expect(metrics).toMatch(/^unimatrix_gateway_mcp_sessions 1$/m);
     } finally {
       await client.close();
     }

@@ -5,6 +5,7 @@ import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_ser
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import {
   defineService,
+  observeFeed,
   PageTokens,
   type ServiceDeps,
   type StartedService,
@@ -82,6 +83,8 @@ export const presenceService = defineService<PresenceConfig>({
       // A lost doorbell is healed by a read every heartbeat interval.
       healMs: settings.watchHeartbeatMs,
     });
+    observeFeed(deps.metrics, feed);
+    deps.metrics.gauge("unimatrix_presence_open_links", "Machine links open on this replica now.", () => registry.size);
     const authenticate = principalResolver({
       internalKey: deps.internalKey,
       operatorToken: deps.operatorToken,

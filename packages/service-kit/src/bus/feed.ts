@@ -52,6 +52,20 @@ export interface FeedOptions<Cursor, Item> {
   readonly budget?: { readonly maxItems?: number; readonly maxBytes?: number };
 }
 
+/** What a feed has done and holds, for metrics (`observeFeed`). */
+export interface FeedStats {
+  readonly keys: number;
+  readonly listeners: number;
+  /** What listeners hold unread for their consumers, summed. */
+  readonly backlogItems: number;
+  readonly backlogBytes: number;
+  /** Listeners cut for passing the budget, since the feed opened. */
+  readonly cuts: number;
+  /** Drains run, and the seconds they took, since the feed opened. */
+  readonly drains: number;
+  readonly drainSeconds: number;
+}
+
 /** The message `notify` receives after the bus reconnected (messages may have been missed). */
 export const RECONNECTED = "reconnect";
 
@@ -78,6 +92,7 @@ export class Feed<Cursor, Item> {
   readonly #offReconnect: () => void;
   readonly #pageSize: number;
   readonly #healMs: number;
+  readonly #counts = { cuts: 0, drains: 0, drainSeconds: 0 };
 
   constructor(private readonly options: FeedOptions<Cursor, Item>) {
     this.#pageSize = options.pageSize ?? 500;
@@ -141,6 +156,22 @@ export class Feed<Cursor, Item> {
     return this.#feeds.get(key)?.listeners.size ?? 0;
   }
 
+  /** Keys, listeners and their backlog now; cuts and drains so far. */
+  stats(): FeedStats {
+    let listeners = 0;
+    let backlogItems = 0;
+    let backlogBytes = 0;
+    for (const feed of this.#feeds.values()) {
+      for (const listener of feed.listeners) {
+        listeners += 1;
+        const lag = listener.lag();
+        backlogItems += lag.items;
+        backlogBytes += lag.bytes;
+      }
+    }
+    return { keys: this.#feeds.size, listeners, backlogItems, backlogBytes, ...this.#counts };
+  }
+
   /** Closes every feed (listeners are not told: their streams end with the server). */
   async close(): Promise<void> {
     this.#offReconnect();
@@ -178,6 +209,7 @@ export class Feed<Cursor, Item> {
   }
 
   async #drain(feed: KeyFeed<Cursor, Item>): Promise<void> {
+    const began = process.hrtime.bigint();
     try {
       do {
         feed.again = false;
@@ -191,6 +223,9 @@ export class Feed<Cursor, Item> {
       } while (feed.again);
     } catch (error) {
       if (!feed.closed) this.options.logger.warn({ err: error, key: feed.key }, "feed read failed; will retry");
+    } finally {
+      this.#counts.drains += 1;
+      this.#counts.drainSeconds += Number(process.hrtime.bigint() - began) / 1e9;
     }
   }
 
@@ -209,6 +244,7 @@ export class Feed<Cursor, Item> {
         lag.bytes > (budget.maxBytes ?? Number.POSITIVE_INFINITY)
       ) {
         this.detach(feed.key, listener);
+        this.#counts.cuts += 1;
         listener.cut();
       }
     }

@@ -3,10 +3,14 @@ import { inSpan, SpanKind } from "../observe/trace";
 import type { Bus } from "./bus";
 
 let failures = 0;
+const failuresByBus = new WeakMap<Bus, number>();
 
-/** How many post-commit publishes failed in this process (a metric; readers healed from the database). */
-export function publishFailures(): number {
-  return failures;
+/**
+ * How many post-commit publishes failed (readers healed from the database): on `bus` when given,
+ * else in this whole process. The `unimatrix_bus_publish_failures_total` metric reads it.
+ */
+export function publishFailures(bus?: Bus): number {
+  return bus ? (failuresByBus.get(bus) ?? 0) : failures;
 }
 
 /**
@@ -38,6 +42,7 @@ export async function publishAfterCommit(
     if (result.status === "fulfilled") return;
     ok = false;
     failures += 1;
+    failuresByBus.set(bus, (failuresByBus.get(bus) ?? 0) + 1);
     logger.warn(
       { err: result.reason, channel: channels[i] },
       "bus publish failed after commit; subscribers will heal from the database",
