@@ -42,7 +42,7 @@ class Fanout implements SpanProcessor {
   }
 }
 
-let installed: { provider: NodeTracerProvider; fanout: Fanout } | undefined;
+let installed: { provider: NodeTracerProvider; fanout: Fanout; database: boolean } | undefined;
 
 /** Whether the standard `OTEL_*` variables ask for spans to be exported over OTLP. */
 export function otlpConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -54,15 +54,18 @@ export function otlpConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
 
 /**
  * Sets up OpenTelemetry tracing for this process, once (later calls do nothing): the W3C trace
- * context propagator, async context, Prisma's database spans, and — only when the standard
+ * context propagator, async context, Prisma's database spans (when something receives spans),
+ * and — only when the standard
  * `OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT` is set — a batching OTLP/HTTP exporter that reads its
  * own settings (headers, timeout, compression, `OTEL_BSP_*`) from the same variables. Without
  * them spans still carry trace ids through calls and log lines, and nothing leaves the process.
  * `OTEL_SERVICE_NAME` / `OTEL_RESOURCE_ATTRIBUTES` override `serviceName`; `OTEL_TRACES_SAMPLER`
- * picks the sampler (default: parent-based, always on).
+ * picks the sampler (default: parent-based, always on); `OTEL_SDK_DISABLED=true` installs nothing.
  */
 export function startTracing(serviceName = "unimatrix"): void {
   if (installed) return;
+  // The specification's kill switch: no SDK at all (the API stays a no-op; ids still pass through).
+  if (process.env.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true") return;
   const fanout = new Fanout();
   if (otlpConfigured()) fanout.processors.add(new BatchSpanProcessor(new OTLPTraceExporter()));
   const resource = resourceFromAttributes({ "service.name": serviceName }).merge(
@@ -71,14 +74,27 @@ export function startTracing(serviceName = "unimatrix"): void {
   const provider = new NodeTracerProvider({ resource, spanProcessors: [fanout] });
   // The default context manager of Node: AsyncLocalStorage.
   provider.register({ propagator: new W3CTraceContextPropagator() });
-  registerInstrumentations({ tracerProvider: provider, instrumentations: [new PrismaInstrumentation()] });
-  installed = { provider, fanout };
+  installed = { provider, fanout, database: false };
+  if (fanout.processors.size > 0) traceDatabase();
+}
+
+/**
+ * Turns on Prisma's spans (several per query), only once something will receive them: an OTLP
+ * exporter, or a processor a test adds. Prisma reads its tracing helper per query, so clients
+ * made earlier pick it up.
+ */
+function traceDatabase(): void {
+  if (!installed || installed.database) return;
+  installed.database = true;
+  registerInstrumentations({ tracerProvider: installed.provider, instrumentations: [new PrismaInstrumentation()] });
 }
 
 /** Adds a span processor (tests: a SimpleSpanProcessor over an InMemorySpanExporter); returns its removal. */
 export function addSpanProcessor(processor: SpanProcessor): () => void {
   startTracing();
-  installed!.fanout.processors.add(processor);
+  if (!installed) throw new Error("tracing is disabled (OTEL_SDK_DISABLED=true)");
+  installed.fanout.processors.add(processor);
+  traceDatabase();
   return () => installed?.fanout.processors.delete(processor);
 }
 
