@@ -119,12 +119,12 @@ describe("gateway: one trace from the caller to the database", () => {
       expect(posted.isError).toBeFalsy();
       const refused = await client.callTool({ name: "log_ack", arguments: { entry_id: crypto.randomUUID() } });
       expect(refused.isError).toBe(true);
-      // Tool calls are counted by tool and outcome; the session is open while the client is.
+      // Tool calls are counted by tool and outcome; the session start is counted too.
       const metrics = await (await fetch(system.metricsUrl)).text();
       expect(metrics).toMatch(/^unimatrix_gateway_mcp_tool_calls_total\{tool="log_post",outcome="ok"\} 1$/m);
       expect(metrics).toMatch(/^unimatrix_gateway_mcp_tool_calls_total\{tool="seat_attach",outcome="ok"\} 1$/m);
       expect(metrics).toMatch(/^unimatrix_gateway_mcp_tool_calls_total\{tool="log_ack",outcome="not_found"\} 1$/m);
-      expect(metrics).toMatch(/^unimatrix_gateway_mcp_sessions 1$/m);
+      expect(metrics).toMatch(/^unimatrix_gateway_mcp_sessions_total\{event="opened"\} 1$/m);
     } finally {
       await client.close();
     }
