@@ -6,6 +6,13 @@
 #   docker run --rm unimatrix cube                                # one service: cube|device|presence|gateway
 #   docker build --build-arg SERVICE=cube -t unimatrix-cube .     # an image whose default command is one service
 #   docker run --rm --entrypoint node unimatrix apps/unimatrix/dist/migrate.js   # migrations, then exit
+#   docker build --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" \
+#     --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" -t unimatrix .    # OCI labels filled in
+#
+# Health outside Kubernetes (no HEALTHCHECK baked in: the port depends on the command): the probe
+# command asks grpc.health.v1 (exit 0 only when SERVING) or an HTTP path (exit 0 only on 200):
+#   docker run -d --health-cmd 'node apps/unimatrix/dist/probe.js grpc://127.0.0.1:7001' unimatrix cube
+#   docker run -d --health-cmd 'node apps/unimatrix/dist/probe.js http://127.0.0.1:8080/readyz' unimatrix gateway
 #
 # The Helm chart (deploy/k8s/unimatrix) runs one image for every Deployment and passes the service
 # name as the container's args; the migration Job overrides the command with migrate.js.
@@ -51,11 +58,25 @@ RUN sh deploy/docker/assemble-runtime.sh /out
 # is pg-cloudflare, which Node never loads.
 FROM manifests AS prod-deps
 RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --omit=optional --ignore-scripts
+# Prisma ships the query compiler for every engine; the services load the Postgres one only.
+COPY deploy/docker/prune-runtime.sh /tmp/prune-runtime.sh
+RUN sh /tmp/prune-runtime.sh /app && rm /tmp/prune-runtime.sh
 
 # ---------------------------------------------------------------------------------------------
 # runtime: no dev dependencies, no npm, no sources. Files are owned by root (the app user can read
 # but not change them) and nothing is written outside /tmp, so the root filesystem can be read-only.
 FROM base AS runtime
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG CREATED=unknown
+LABEL org.opencontainers.image.title="unimatrix" \
+      org.opencontainers.image.description="Coordination plane for teams of AI agents and the machines they run on: cube, device, presence and gateway in one image." \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.source="https://github.com/unimatrix/unimatrix" \
+      org.opencontainers.image.documentation="deploy/k8s/README.md"
 ENV NODE_ENV=production \
     NODE_OPTIONS=--enable-source-maps \
     UMX_DATA_DIR=/data
@@ -66,7 +87,7 @@ RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack 
     && mkdir -p /data \
     && chown 1000:1000 /data
 # The whole prod-deps tree, not only /app/node_modules: npm nests a workspace's own node_modules
-# when versions differ (packages/service-kit/node_modules/@electric-sql/pglite today).
+# when versions differ (none today: the root package.json's `overrides` keeps one PGlite).
 COPY --from=prod-deps /app/ ./
 COPY --from=build /out/ ./
 # uid/gid 1000 is the image's unprivileged "node" user; numeric so runAsNonRoot can verify it.

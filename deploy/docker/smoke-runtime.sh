@@ -26,6 +26,7 @@ cp package-lock.json "$work/app/"
   cp "$work/out/$manifest" "$work/app/$manifest"
 done
 (cd "$work/app" && npm ci --omit=dev --omit=optional --ignore-scripts --prefer-offline --no-audit --no-fund >/dev/null)
+sh deploy/docker/prune-runtime.sh "$work/app"
 cp -R "$work/out/." "$work/app/"
 for dev in typescript prisma jest @biomejs/biome @bufbuild/buf; do
   if [ -e "$work/app/node_modules/$dev" ]; then echo "smoke: dev dependency $dev in the runtime tree" >&2; exit 1; fi

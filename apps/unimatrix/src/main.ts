@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { ConfigError, createLogger, stopOnSignals } from "@unimatrix/service-kit";
+import { ConfigError, createLogger, startTracing, stopOnSignals, stopTracing } from "@unimatrix/service-kit";
 import { launch } from "./launch";
 import { SERVICE_NAMES } from "./services";
 
@@ -13,6 +13,8 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const names = asked.length > 0 ? asked : [...SERVICE_NAMES];
+  // Before anything opens a store or a port; exports only when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+  startTracing(names.length === 1 ? `unimatrix-${names[0]}` : "unimatrix");
   const launched = await launch(names);
   const store = launched.embedded ? "embedded PGlite under UMX_DATA_DIR" : "Postgres at DATABASE_URL";
   const lines = launched.endpoints.map(
@@ -21,7 +23,10 @@ async function main(): Promise<void> {
       (e.metricsPort === undefined ? "" : `   metrics http://127.0.0.1:${e.metricsPort}/metrics`),
   );
   process.stdout.write(`unimatrix is up (${store}); Ctrl-C stops it\n${lines.join("\n")}\n`);
-  stopOnSignals(() => launched.stop(), logger);
+  stopOnSignals(async () => {
+    await launched.stop();
+    await stopTracing();
+  }, logger);
 }
 
 main().catch((error: unknown) => {

@@ -3,8 +3,16 @@
 // reached. Real processes (`npm start`'s entry point) on Postgres and Redis, driven over Connect.
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { TEST_DATABASE_URL, TEST_REDIS_URL, testBusPrefix, uniqueName } from "@unimatrix/service-kit/testing";
+import {
+  eventually,
+  TEST_DATABASE_URL,
+  TEST_REDIS_URL,
+  testBusPrefix,
+  uniqueName,
+} from "@unimatrix/service-kit/testing";
 import pg from "pg";
 
 const root = join(__dirname, "..", "..", "..");
@@ -72,6 +80,9 @@ describe("operating it: metrics, access lines and trace ids", () => {
   let admin: pg.Client;
   let up: Up;
   let gateway: string;
+  // A stand-in OTLP/HTTP collector: what the processes export when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+  let collector: Server;
+  const exported: { path: string; body: Buffer }[] = [];
 
   const call = async <T>(path: string, body: unknown, token: string): Promise<T> => {
     const response = await fetch(`${gateway}/${path}`, {
@@ -91,7 +102,18 @@ describe("operating it: metrics, access lines and trace ids", () => {
     await admin.query(`CREATE DATABASE ${database}`);
     const url = new URL(TEST_DATABASE_URL);
     url.pathname = `/${database}`;
+    collector = createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on("data", (chunk: Buffer) => chunks.push(chunk));
+      request.on("end", () => {
+        exported.push({ path: request.url ?? "", body: Buffer.concat(chunks) });
+        response.writeHead(200, { "content-type": "application/x-protobuf" }).end();
+      });
+    });
+    await new Promise<void>((resolve) => collector.listen(0, "127.0.0.1", resolve));
     up = await start({
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(collector.address() as AddressInfo).port}`,
+      OTEL_BSP_SCHEDULE_DELAY: "100",
       DATABASE_URL: url.toString(),
       REDIS_URL: TEST_REDIS_URL,
       UMX_BUS_PREFIX: testBusPrefix("observe"),
@@ -106,6 +128,7 @@ describe("operating it: metrics, access lines and trace ids", () => {
       up.child.kill("SIGTERM");
       await exited;
     }
+    await new Promise<void>((resolve) => collector?.close(() => resolve()));
     await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
     await admin.end();
   });
@@ -183,6 +206,20 @@ describe("operating it: metrics, access lines and trace ids", () => {
     );
     expect(await scrape(up.ports.cube!.metrics)).toMatch(/grpc_code="INVALID_ARGUMENT"[^}]*\} 1\b/);
 
+    // What the services stand on: the pool, the bus, the live feed, open links (bounded labels).
+    const stands = await scrape(up.ports.cube!.metrics);
+    expect(stands).toMatch(/^unimatrix_db_pool_connections\{state="in_use",service="cube"\} \d+$/m);
+    expect(stands).toMatch(/^unimatrix_db_pool_connections\{state="idle",service="cube"\} [1-9]\d*$/m);
+    expect(stands).toMatch(/^unimatrix_db_pool_waiting\{service="cube"\} 0$/m);
+    expect(stands).toMatch(/^unimatrix_bus_publish_failures_total\{service="cube"\} 0$/m);
+    expect(stands).toMatch(/^unimatrix_bus_reconnects_total\{service="cube"\} 0$/m);
+    expect(stands).toMatch(/^unimatrix_bus_up\{service="cube"\} 1$/m);
+    expect(stands).toMatch(/^unimatrix_feed_listeners\{service="cube"\} 0$/m);
+    expect(stands).toMatch(/^unimatrix_feed_backlog_items\{service="cube"\} 0$/m);
+    const presence = await scrape(up.ports.presence!.metrics);
+    expect(presence).toMatch(/^unimatrix_presence_open_links\{service="presence"\} 0$/m);
+    expect(presence).toMatch(/^unimatrix_feed_drains_total\{service="presence"\} \d+$/m);
+
     // One access line per call, carrying the trace id, in the gateway and in the service it reached.
     const lines = up.lines();
     const gatewayLine = lines.find(
@@ -200,5 +237,25 @@ describe("operating it: metrics, access lines and trace ids", () => {
     );
     expect(cubeLine).toMatchObject({ code: "OK", principal: "drone-session", trace_id: TRACE_ID, service: "cube" });
     expect(typeof cubeLine?.duration_ms).toBe("number");
+  });
+
+  test("spans of the caller's trace reach the OTLP endpoint the standard OTEL_* variables name", async () => {
+    // The OTLP/HTTP exporter posts JSON to <endpoint>/v1/traces, trace ids in hex; the spans of
+    // one trace may come in several batches (each process exports its own).
+    const names = [
+      "POST /unimatrix.cube.v1.ActivityService/AppendEntry",
+      "unimatrix.cube.v1.ActivityService/AppendEntry",
+      "prisma:client:db_query",
+      "bus publish",
+    ];
+    const missing = () => {
+      const traced = exported.filter((e) => e.path === "/v1/traces" && e.body.includes(TRACE_ID));
+      const bodies = Buffer.concat(traced.map((e) => e.body));
+      return names.filter((name) => !bodies.includes(Buffer.from(`"name":"${name}"`)));
+    };
+    await eventually(() => missing().length === 0, "OTLP exports holding the caller's trace", 10_000).catch(() => {
+      throw new Error(`not exported: ${missing().join(", ")}`);
+    });
+    expect(missing()).toEqual([]);
   });
 });

@@ -1,4 +1,6 @@
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { SERVICE_NAMES, SERVICES } from "@unimatrix/app";
 import { allEnvVars } from "@unimatrix/service-kit";
@@ -94,6 +96,7 @@ const runs = (name: string) =>
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
   workspaces: string[];
   scripts: Record<string, string>;
+  license: string;
 };
 /** How a Dockerfile refers to a build argument: "${NAME}". */
 const argRef = (name: string) => ["$", "{", name, "}"].join("");
@@ -194,6 +197,7 @@ describe("Dockerfile", () => {
   test("the runtime has production dependencies only, no npm, and runs as a numeric non-root user", () => {
     expect(runs("prod-deps")).toEqual([
       "--mount=type=cache,target=/root/.npm npm ci --omit=dev --omit=optional --ignore-scripts",
+      "sh /tmp/prune-runtime.sh /app && rm /tmp/prune-runtime.sh",
     ]);
     const runtime = stage("runtime");
     const text = runtime.instructions.map((i) => `${i.op} ${i.args}`).join("\n");
@@ -235,6 +239,56 @@ describe("Dockerfile", () => {
     // Copying only /app/node_modules would drop these.
     if (nested.length > 0) expect(copies).toEqual(["--from=prod-deps /app/ ./"]);
     expect(copies.length).toBe(1);
+  });
+
+  test("one PGlite in the tree: the lockfile holds a single @electric-sql/pglite, at the root", () => {
+    const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as {
+      packages: Record<string, { version?: string }>;
+    };
+    const copies = Object.keys(lock.packages).filter((path) => path.endsWith("node_modules/@electric-sql/pglite"));
+    expect(copies).toEqual(["node_modules/@electric-sql/pglite"]);
+  });
+
+  test("the prune step deletes only Prisma query compilers the generated clients never load", () => {
+    // Every runtime file a generated client loads, from its own source.
+    const loaded = new Set<string>();
+    for (const service of ["cube", "device", "presence"]) {
+      const dir = join(root, "services", service, "generated", "prisma", "internal");
+      for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
+        for (const m of readFileSync(join(dir, file), "utf8").matchAll(
+          /@prisma\/client\/runtime\/(query_compiler[\w.-]+)/g,
+        ))
+          loaded.add(m[1]!);
+      }
+    }
+    expect(loaded.size).toBeGreaterThan(0);
+    // Run the prune script on a copy of the installed runtime folder's file names.
+    const runtime = join(root, "node_modules", "@prisma", "client", "runtime");
+    const scratch = mkdtempSync(join(tmpdir(), "umx-prune-"));
+    const copy = join(scratch, "node_modules", "@prisma", "client", "runtime");
+    mkdirSync(copy, { recursive: true });
+    const names = readdirSync(runtime);
+    for (const name of names) writeFileSync(join(copy, name), "");
+    execFileSync("sh", [join(root, "deploy", "docker", "prune-runtime.sh"), scratch]);
+    const kept = new Set(readdirSync(copy));
+    for (const file of loaded) expect(kept.has(file)).toBe(true);
+    const compilers = names.filter((n) => n.startsWith("query_compiler_"));
+    const removed = compilers.filter((n) => !kept.has(n));
+    // Other engines (mysql, sqlite, sqlserver, cockroachdb) and the "small" build are gone.
+    expect(removed.length).toBeGreaterThan(compilers.length / 2);
+    expect(removed.every((n) => !n.startsWith("query_compiler_fast_bg.postgresql."))).toBe(true);
+    // Nothing but query compilers is touched there.
+    expect(names.filter((n) => !kept.has(n)).every((n) => n.startsWith("query_compiler_"))).toBe(true);
+  });
+
+  test("the runtime stage carries the OCI image labels", () => {
+    const labels = stage("runtime")
+      .instructions.filter((i) => i.op === "LABEL")
+      .map((i) => i.args)
+      .join(" ");
+    for (const key of ["title", "description", "licenses", "version", "revision", "created", "source"])
+      expect(labels).toContain(`org.opencontainers.image.${key}=`);
+    expect(labels).toContain(`org.opencontainers.image.licenses="${pkg.license}"`);
   });
 
   test("EXPOSE lists the services' default ports", () => {

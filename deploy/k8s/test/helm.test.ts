@@ -179,7 +179,7 @@ describe("what the production shape renders", () => {
     expect(pod.metadata.annotations?.["helm.sh/hook"]).toBe("test");
     expect(get(pod, "spec.containers.0.command")).toEqual([
       "node",
-      "packages/launcher/dist/probe.js",
+      "apps/unimatrix/dist/probe.js",
       "grpc://umx-unimatrix-cube:7001",
       "grpc://umx-unimatrix-device:7002",
       "grpc://umx-unimatrix-presence:7003",

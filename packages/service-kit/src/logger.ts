@@ -1,11 +1,15 @@
 import { randomUUID } from "node:crypto";
 import pino, { type Logger } from "pino";
+import { activeTraceFields } from "./observe/trace";
 
 export type { Logger } from "pino";
 
-/** The JSON logger of one service: one line per event, `service` on every line. */
+/**
+ * The JSON logger of one service: one line per event, `service` on every line, and the active
+ * span's `trace_id` / `span_id` on every line written inside a traced call.
+ */
 export function createLogger(service: string, level = process.env.LOG_LEVEL ?? "info"): Logger {
-  return pino({ level, base: { service }, timestamp: pino.stdTimeFunctions.isoTime });
+  return pino({ level, base: { service }, timestamp: pino.stdTimeFunctions.isoTime, mixin: activeTraceFields });
 }
 
 /** A logger that writes nothing; for tests that do not look at logs. */

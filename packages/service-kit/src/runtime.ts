@@ -8,7 +8,9 @@ import { ConfigError, type ConfigOf, type commonEnv } from "./config";
 import { type Authenticate, GrpcHost } from "./grpc/host";
 import { createLogger } from "./logger";
 import { callObserver } from "./observe/calls";
+import { observeDeps } from "./observe/deps-metrics";
 import { type MetricsServer, ServiceMetrics, serveMetrics } from "./observe/metrics";
+import { startTracing } from "./observe/tracing";
 import type { Background, ServiceDeps } from "./service";
 import { type Database, openDatabase } from "./store/database";
 import { migrateDatabase } from "./store/migrations";
@@ -143,6 +145,7 @@ export async function bootService(
   wire: (deps: ServiceDeps, makeHost: (authenticate?: Authenticate) => GrpcHost) => Promise<Booted>,
 ): Promise<RunningService> {
   const { config, name } = options;
+  startTracing(); // once per process (the composition names it first); a no-op afterwards
   const logger = options.logger ?? createLogger(name, config.logLevel);
   const clock = options.clock ?? systemClock;
   const internalKey = resolveInternalKey(config);
@@ -160,6 +163,7 @@ export async function bootService(
     if (result.newer.length > 0) logger.warn({ newer: result.newer }, "database has migrations newer than this build");
     bus = options.bus ?? (await openBus({ url: config.redisUrl, prefix: config.busPrefix, logger }));
     const metrics = new ServiceMetrics(name);
+    const unobserve = observeDeps(metrics, { database, bus });
     const deps: ServiceDeps = {
       database,
       bus,
@@ -209,6 +213,7 @@ export async function bootService(
           await metricsServer?.close();
           await Promise.all(timers.map((stop) => stop()));
           await booted.close();
+          unobserve();
           if (ownsBus) await openBusRef.close();
           await database.close();
           logger.info(`${name} stopped`);

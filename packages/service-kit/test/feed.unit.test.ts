@@ -116,6 +116,24 @@ describe("Feed (kit): drain once per key, fan out, cut laggards", () => {
     expect(stalled.lag().items).toBe(0);
   });
 
+  it("reports keys, listeners, the backlog they hold, cuts and drains (the feed metrics)", async () => {
+    const reader = new FeedQueue<Item>();
+    const stalled = new FeedQueue<Item>();
+    await feed.attach("a", reader);
+    await feed.attach("a", stalled);
+    await feed.attach("b", new FeedQueue<Item>());
+    expect(feed.stats()).toMatchObject({ keys: 2, listeners: 3, backlogItems: 0, cuts: 0, drains: 0 });
+    log.append(4, 10);
+    await feed.wake("a");
+    reader.take();
+    const held = feed.stats();
+    expect(held).toMatchObject({ keys: 2, listeners: 3, backlogItems: 4, cuts: 0, drains: 1 });
+    expect(held.drainSeconds).toBeGreaterThan(0);
+    log.append(2);
+    await feed.wake("a");
+    expect(feed.stats()).toMatchObject({ keys: 2, listeners: 2, backlogItems: 2, cuts: 1, drains: 2 });
+  });
+
   it("cuts on the byte budget too, counting only what the listener accepted", async () => {
     const bytes = new Feed<number, Item>({
       source: log,

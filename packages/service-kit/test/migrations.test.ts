@@ -3,8 +3,9 @@ import { cpSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { applyMigrations, type Database, openDatabase, readMigrations } from "@unimatrix/service-kit";
+import { applyMigrations, type Database, openDatabase, readMigrations, type SqlSession } from "@unimatrix/service-kit";
 import { type TestSchema, testSchema } from "@unimatrix/service-kit/testing";
+import pg from "pg";
 
 const run = promisify(execFile);
 const fixtures = join(__dirname, "fixtures", "migrations");
@@ -53,13 +54,63 @@ describe("migrations on Postgres", () => {
     ]);
   });
 
-  it("runs from several processes at once: one applies, the others find nothing to do", async () => {
+  it("runs from several processes at once: each migration is applied by exactly one", async () => {
     const children = await Promise.all(
       [1, 2, 3].map(() => run(tsx, [join(__dirname, "fixtures", "migrate-child.ts"), schema.url, schema.schema])),
     );
     const results = children.map((child) => JSON.parse(child.stdout.trim()) as { applied: string[] });
-    expect(results.map((r) => r.applied.length).sort()).toEqual([0, 0, 2]);
+    // Each migration is applied by exactly one of them (which one may differ per migration).
+    expect(results.flatMap((r) => r.applied).sort()).toEqual(["20260101000000_init", "20260102000000_seed"]);
     expect(await query("SELECT count(*)::int AS n FROM widget")).toEqual([{ n: 1 }]);
+  });
+
+  it("keeps no session state, so transaction pooling (PgBouncer) can move it between connections", async () => {
+    // Three migrators whose every transaction may run on another server connection, as behind
+    // PgBouncer in transaction mode: each switches connection after every transaction.
+    const clients: pg.Client[] = [];
+    const pooled = async (): Promise<SqlSession> => {
+      const pair = [new pg.Client(schema.url), new pg.Client(schema.url)];
+      await Promise.all(pair.map((client) => client.connect()));
+      clients.push(...pair);
+      let turn = 0;
+      let inTransaction = false;
+      const current = () => pair[turn % 2]!;
+      const after = (text: string) => {
+        if (/^\s*BEGIN/i.test(text)) inTransaction = true;
+        if (/^\s*(COMMIT|ROLLBACK)/i.test(text)) inTransaction = false;
+        if (!inTransaction) turn += 1;
+      };
+      return {
+        async query<Row>(text: string, params: readonly unknown[] = []) {
+          const rows = (await current().query(text, params as unknown[])).rows as Row[];
+          after(text);
+          return rows;
+        },
+        async exec(script: string) {
+          await current().query(script);
+          after(script);
+        },
+        async close() {},
+      };
+    };
+    try {
+      const sessions = await Promise.all([1, 2, 3].map(() => pooled()));
+      const results = await Promise.all(
+        sessions.map((session) => applyMigrations(session, schema.schema, readMigrations(fixtures))),
+      );
+      expect(results.flatMap((r) => r.applied).sort()).toEqual(["20260101000000_init", "20260102000000_seed"]);
+      expect(await query("SELECT count(*)::int AS n FROM widget")).toEqual([{ n: 1 }]);
+      // Nothing left behind on any connection: no advisory lock, the connection's own search_path.
+      for (const client of clients) {
+        const locks = await client.query(
+          "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
+        );
+        expect(locks.rows).toEqual([{ n: 0 }]);
+        expect((await client.query("SHOW search_path")).rows).toEqual([{ search_path: '"$user", public' }]);
+      }
+    } finally {
+      await Promise.all(clients.map((client) => client.end()));
+    }
   });
 
   it("refuses a migration whose file changed after it was applied", async () => {

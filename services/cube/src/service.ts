@@ -2,7 +2,13 @@ import { join } from "node:path";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
-import { defineService, type StartedService, type StartServiceOptions, startService } from "@unimatrix/service-kit";
+import {
+  defineService,
+  observeFeed,
+  type StartedService,
+  type StartServiceOptions,
+  startService,
+} from "@unimatrix/service-kit";
 import { principalResolver } from "@unimatrix/service-kit/auth";
 import { openStreamCounter, RedisStreamCounter } from "@unimatrix/service-kit/bus";
 import { route } from "@unimatrix/service-kit/grpc";
@@ -29,7 +35,7 @@ export const cubeService = defineService<CubeConfig>({
   env: cubeEnv,
   migrationsDir,
   readConfig: readCubeConfig,
-  wire({ database, bus, logger, clock, internalKey, operatorToken, config: common }, config) {
+  wire({ database, bus, logger, clock, internalKey, operatorToken, metrics, config: common }, config) {
     const prisma = openPrisma(database);
     const deps: CubeDeps = {
       prisma,
@@ -41,6 +47,7 @@ export const cubeService = defineService<CubeConfig>({
       guard: new StorageGuard(prisma, config.storageBudgetBytes),
     };
     const feed = activityFeed(deps);
+    observeFeed(metrics, feed);
     // "At most 10 open SubscribeActivity streams per credential", counted across the fleet (Redis;
     // this replica's memory on the in-process bus).
     const streams = openStreamCounter({

@@ -22,6 +22,18 @@ export class GatewayMetrics {
     labelNames: ["kind"] as const,
     registers: [this.registry],
   });
+  readonly mcpSessions = new Counter({
+    name: "unimatrix_gateway_mcp_sessions_total",
+    help: "MCP sessions by event on this replica: opened, closed (DELETE), refused (the credential holds too many).",
+    labelNames: ["event"] as const,
+    registers: [this.registry],
+  });
+  readonly mcpToolCalls = new Counter({
+    name: "unimatrix_gateway_mcp_tool_calls_total",
+    help: "MCP tool calls, by tool (the thirteen) and outcome (ok, or the lower-case gRPC code of the refusal).",
+    labelNames: ["tool", "outcome"] as const,
+    registers: [this.registry],
+  });
   readonly fleetDegraded = new Gauge({
     name: "unimatrix_gateway_fleet_degraded",
     help: "1 while Redis is unreachable and rate limits, stream caps and MCP sessions count on this replica only.",

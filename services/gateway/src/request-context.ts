@@ -1,10 +1,10 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { traceIdOf } from "@unimatrix/service-kit";
+import { runInSpan, type ScopedSpan } from "@unimatrix/service-kit";
 
 /** What the gateway knows of the HTTP request being served, for everything it calls on its behalf. */
 export interface RequestContext {
   readonly requestId: string;
-  /** The caller's W3C `traceparent`, forwarded upstream so the services' spans and logs join the trace. */
+  /** The gateway span's W3C `traceparent` (continuing the caller's), sent upstream so the services' spans are its children. */
   readonly traceparent: string | undefined;
   readonly traceId: string | undefined;
   /** The Connect/gRPC outcome (`ok`, `invalid_argument`, …) once known; labels the access line and metrics. */
@@ -13,9 +13,9 @@ export interface RequestContext {
 
 const storage = new AsyncLocalStorage<RequestContext>();
 
-/** Runs `fn` as part of the request described by `context`. */
-export function withRequestContext<T>(context: RequestContext, fn: () => T): T {
-  return storage.run(context, fn);
+/** Runs `fn` as part of the request described by `context`, inside its gateway span. */
+export function withRequestContext<T>(context: RequestContext, span: ScopedSpan, fn: () => T): T {
+  return storage.run(context, () => runInSpan(span, fn));
 }
 
 /** The request being served, if any (calls made from timers have none). */
@@ -23,9 +23,9 @@ export function currentRequest(): RequestContext | undefined {
   return storage.getStore();
 }
 
-/** Builds the context of a request from its headers. */
-export function requestContextOf(requestId: string, traceparent: string | undefined): RequestContext {
-  return { requestId, traceparent, traceId: traceIdOf(traceparent) };
+/** Builds the context of a request from its id and its gateway span. */
+export function requestContextOf(requestId: string, span: ScopedSpan): RequestContext {
+  return { requestId, traceparent: span.traceparent, traceId: span.traceId };
 }
 
 /** Records the request's Connect/gRPC outcome. */

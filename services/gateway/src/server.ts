@@ -10,10 +10,13 @@ import {
   type ConfigOf,
   createClient,
   createLogger,
+  failSpan,
   type Logger,
   REQUEST_ID_HEADER,
   requestIdFrom,
   serveMetrics,
+  startServerSpan,
+  startTracing,
   systemClock,
   TRACEPARENT_HEADER,
   type TypedClient,
@@ -68,6 +71,7 @@ type Check = { readonly name: string; readonly ok: boolean; readonly detail?: st
  */
 export async function startGateway(options: GatewayOptions): Promise<RunningGateway> {
   const { gateway } = options;
+  startTracing(); // once per process; a no-op when the composition already did
   const logger = options.logger ?? createLogger("gateway", options.config.logLevel);
   const accessLog = logger.child({ log: "access" });
   const clock = options.clock ?? systemClock;
@@ -139,6 +143,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     maxBodyBytes: gateway.maxBodyBytes,
     onStream: (delta) => metrics.openStreams.inc({ kind: "mcp" }, delta),
     onResume: () => metrics.upstreamResumes.inc({ kind: "mcp" }),
+    onSessionEvent: (event) => metrics.mcpSessions.inc({ event }),
+    onToolCall: (tool, outcome) => metrics.mcpToolCalls.inc({ tool, outcome }),
   });
 
   const readiness = async (): Promise<Check[]> => {
@@ -193,11 +199,14 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       return json(response, 400, { code: "invalid_argument", message: "malformed request target" });
     }
     const label = routeLabel(path);
+    // One SERVER span per request, continuing the caller's traceparent; the services' spans are
+    // its children (what upstream calls send is this span's traceparent, not the caller's).
+    const span = startServerSpan(`${request.method ?? "HTTP"} ${label}`, headerOf(request, TRACEPARENT_HEADER), {
+      "http.request.method": request.method ?? "",
+      "http.route": label,
+    });
     // One request id for the whole request (the caller's when sane), returned and sent upstream.
-    const context = requestContextOf(
-      requestIdFrom(headerOf(request, REQUEST_ID_HEADER)),
-      headerOf(request, TRACEPARENT_HEADER),
-    );
+    const context = requestContextOf(requestIdFrom(headerOf(request, REQUEST_ID_HEADER)), span);
     request.headers[REQUEST_ID_HEADER] = context.requestId;
     response.setHeader(REQUEST_ID_HEADER, context.requestId);
     response.once("close", () => {
@@ -210,6 +219,9 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         rpc_code: code,
       });
       metrics.latency.observe({ route: label, method: request.method ?? "" }, seconds);
+      span.span.setAttributes({ "http.response.status_code": response.statusCode, "rpc.connect_rpc.error_code": code });
+      if (response.statusCode >= 500) failSpan(span.span, code);
+      span.span.end();
       if (label === "/healthz" || label === "/readyz") return;
       accessLog.info(
         {
@@ -225,7 +237,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       );
     });
     if (applyCors(gateway.corsOrigins, request, response)) return;
-    withRequestContext(context, () =>
+    withRequestContext(context, span, () =>
       route(request, response, path).catch((error: unknown) => {
         logger.error(
           { err: error, path, request_id: context.requestId, trace_id: context.traceId },

@@ -5,6 +5,7 @@ import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_ser
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import {
   defineService,
+  observeFeed,
   PageTokens,
   type ServiceDeps,
   type StartedService,
@@ -108,6 +109,8 @@ export const presenceService = defineService<PresenceConfig>({
       // While the bus is down other replicas' transitions are read this often instead.
       downPollMs: settings.busDownPollMs,
     });
+    observeFeed(deps.metrics, feed);
+    deps.metrics.gauge("unimatrix_presence_open_links", "Machine links open on this replica now.", () => registry.size);
     const authenticate = principalResolver({
       internalKey: deps.internalKey,
       operatorToken: deps.operatorToken,

@@ -54,6 +54,20 @@ export interface FeedOptions<Cursor, Item> {
   readonly downPollMs?: number | undefined;
 }
 
+/** What a feed has done and holds, for metrics (`observeFeed`). */
+export interface FeedStats {
+  readonly keys: number;
+  readonly listeners: number;
+  /** What listeners hold unread for their consumers, summed. */
+  readonly backlogItems: number;
+  readonly backlogBytes: number;
+  /** Listeners cut for passing the budget, since the feed opened. */
+  readonly cuts: number;
+  /** Drains run, and the seconds they took, since the feed opened. */
+  readonly drains: number;
+  readonly drainSeconds: number;
+}
+
 /** While the bus is down, feeds read the database this often by default (other replicas' doorbells are lost meanwhile). */
 export const BUS_DOWN_POLL_MS = 1_000;
 
@@ -83,6 +97,8 @@ export class Feed<Cursor, Item> {
   readonly #offReconnect: () => void;
   readonly #pageSize: number;
   readonly #healMs: number;
+  readonly #counts = { cuts: 0, drains: 0, drainSeconds: 0 };
+
   readonly #downPoll: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: FeedOptions<Cursor, Item>) {
@@ -156,6 +172,22 @@ export class Feed<Cursor, Item> {
     return this.#feeds.get(key)?.listeners.size ?? 0;
   }
 
+  /** Keys, listeners and their backlog now; cuts and drains so far. */
+  stats(): FeedStats {
+    let listeners = 0;
+    let backlogItems = 0;
+    let backlogBytes = 0;
+    for (const feed of this.#feeds.values()) {
+      for (const listener of feed.listeners) {
+        listeners += 1;
+        const lag = listener.lag();
+        backlogItems += lag.items;
+        backlogBytes += lag.bytes;
+      }
+    }
+    return { keys: this.#feeds.size, listeners, backlogItems, backlogBytes, ...this.#counts };
+  }
+
   /** Closes every feed (listeners are not told: their streams end with the server). */
   async close(): Promise<void> {
     if (this.#downPoll) clearInterval(this.#downPoll);
@@ -194,6 +226,7 @@ export class Feed<Cursor, Item> {
   }
 
   async #drain(feed: KeyFeed<Cursor, Item>): Promise<void> {
+    const began = process.hrtime.bigint();
     try {
       do {
         feed.again = false;
@@ -207,6 +240,9 @@ export class Feed<Cursor, Item> {
       } while (feed.again);
     } catch (error) {
       if (!feed.closed) this.options.logger.warn({ err: error, key: feed.key }, "feed read failed; will retry");
+    } finally {
+      this.#counts.drains += 1;
+      this.#counts.drainSeconds += Number(process.hrtime.bigint() - began) / 1e9;
     }
   }
 
@@ -225,6 +261,7 @@ export class Feed<Cursor, Item> {
         lag.bytes > (budget.maxBytes ?? Number.POSITIVE_INFINITY)
       ) {
         this.detach(feed.key, listener);
+        this.#counts.cuts += 1;
         listener.cut();
       }
     }

@@ -232,9 +232,8 @@ export class GrpcHost {
       method,
       metadata: call.metadata,
       requestId,
-      logger: this.#logger.child(
-        observation?.traceId ? { requestId, method, trace_id: observation.traceId } : { requestId, method },
-      ),
+      // trace_id / span_id come from the active span (the logger's mixin): the handler runs inside it.
+      logger: this.#logger.child({ requestId, method }),
       signal: controller.signal,
       deadline: deadlineDate,
       abort: (reason?: unknown) => controller.abort(reason),
@@ -293,19 +292,23 @@ export class GrpcHost {
           const request = single
             ? (call as grpc.ServerUnaryCall<unknown, unknown>).request
             : requestsOf(call as grpc.ServerReadableStream<unknown, unknown>);
-          (impl as (r: unknown, c: CallContext) => Promise<unknown>)(request, ctx).then(
-            (response) => {
-              done();
-              observation?.end(grpc.status.OK);
-              callback(null, create(output, response as never));
-            },
-            (error: unknown) => {
-              done();
-              const failure = fail(error);
-              observation?.end(failure.code);
-              callback(failure);
-            },
-          );
+          // Inside the call's span (when observed): the handler, and the lines logged as it ends.
+          const handle = () =>
+            (impl as (r: unknown, c: CallContext) => Promise<unknown>)(request, ctx).then(
+              (response) => {
+                done();
+                observation?.end(grpc.status.OK);
+                callback(null, create(output, response as never));
+              },
+              (error: unknown) => {
+                done();
+                const failure = fail(error);
+                observation?.end(failure.code);
+                callback(failure);
+              },
+            );
+          if (observation) observation.run(handle);
+          else void handle();
         };
       }
       default: {
@@ -315,20 +318,28 @@ export class GrpcHost {
           const source = bidi
             ? requestsOf(call as grpc.ServerDuplexStream<unknown, unknown>)
             : (call as grpc.ServerWritableStream<unknown, unknown>).request;
-          const responses = (impl as (r: unknown, c: CallContext) => AsyncIterable<unknown>)(source, ctx);
-          pump(call, responses, output, ctx.signal, observation).then(
-            () => {
-              done();
-              observation?.end(call.cancelled ? grpc.status.CANCELLED : grpc.status.OK);
-              if (!call.cancelled) call.end();
-            },
-            (error: unknown) => {
-              done();
-              const failure = fail(error);
-              observation?.end(call.cancelled ? grpc.status.CANCELLED : failure.code);
-              if (!call.cancelled) call.emit("error", failure);
-            },
-          );
+          const serve = () =>
+            pump(
+              call,
+              (impl as (r: unknown, c: CallContext) => AsyncIterable<unknown>)(source, ctx),
+              output,
+              ctx.signal,
+              observation,
+            ).then(
+              () => {
+                done();
+                observation?.end(call.cancelled ? grpc.status.CANCELLED : grpc.status.OK);
+                if (!call.cancelled) call.end();
+              },
+              (error: unknown) => {
+                done();
+                const failure = fail(error);
+                observation?.end(call.cancelled ? grpc.status.CANCELLED : failure.code);
+                if (!call.cancelled) call.emit("error", failure);
+              },
+            );
+          if (observation) observation.run(serve);
+          else void serve();
         };
       }
     }

@@ -1,7 +1,8 @@
 import { status } from "@grpc/grpc-js";
+import { context } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { ServiceMetrics } from "./metrics";
-import { traceIdOf } from "./trace";
+import { failSpan, startServerSpan } from "./trace";
 
 /** What the host knows of a call when it starts. */
 export interface CallInfo {
@@ -18,8 +19,10 @@ export interface CallInfo {
 
 /** One call being observed; the host reports what happens to it. */
 export interface CallObservation {
-  /** The trace id of the call (from the caller's `traceparent`), for its log lines. */
+  /** The trace id of the call (its server span's, continuing the caller's `traceparent`), for its log lines. */
   readonly traceId: string | undefined;
+  /** Runs `fn` (the handler) inside the call's server span: its database spans and log lines join the trace. */
+  run<T>(fn: () => T): T;
   /** A stream message was written. */
   sent(): void;
   /** The caller was authenticated as this kind of principal. */
@@ -45,22 +48,32 @@ export function statusName(code: status): string {
 const SERVER_FAULTS = new Set<status>([status.INTERNAL, status.UNKNOWN, status.DATA_LOSS, status.UNIMPLEMENTED]);
 
 /**
- * The observer of a service: counts `grpc_server_*` series and writes one access line per call
- * (method, code, duration, principal kind, request id, trace id). Expected refusals (a revoked
- * credential, bad input, a missing record) are info lines; only server faults are warnings.
+ * The observer of a service: counts `grpc_server_*` series, opens one OpenTelemetry SERVER span per
+ * call (child of the caller's `traceparent`), and writes one access line per call (method, code,
+ * duration, principal kind, request id, trace id). Expected refusals (a revoked credential, bad
+ * input, a missing record) are info lines and ok spans; only server faults are warnings/errors.
  */
 export function callObserver(metrics: ServiceMetrics, logger: Logger): CallObserver {
   return (call) => {
     const labels = { grpc_service: call.service, grpc_method: call.method, grpc_type: call.type };
     const streaming = call.type !== "unary";
     const began = process.hrtime.bigint();
-    const traceId = traceIdOf(call.traceparent);
+    const {
+      span,
+      context: spanContext,
+      traceId,
+    } = startServerSpan(`${call.service}/${call.method}`, call.traceparent, {
+      "rpc.system": "grpc",
+      "rpc.service": call.service,
+      "rpc.method": call.method,
+    });
     let principalKind: string | undefined;
     let ended = false;
     metrics.started.inc(labels);
     if (streaming) metrics.openStreams.inc(labels);
     return {
       traceId,
+      run: (fn) => context.with(spanContext, fn),
       sent: () => metrics.sent.inc(labels),
       principal(kind) {
         principalKind = kind;
@@ -72,6 +85,9 @@ export function callObserver(metrics: ServiceMetrics, logger: Logger): CallObser
         metrics.handled.inc({ ...labels, grpc_code: statusName(code) });
         metrics.handling.observe(labels, seconds);
         if (streaming) metrics.openStreams.dec(labels);
+        span.setAttribute("rpc.grpc.status_code", code);
+        if (SERVER_FAULTS.has(code)) failSpan(span, statusName(code));
+        span.end();
         const line = {
           method: `/${call.service}/${call.method}`,
           code: statusName(code),

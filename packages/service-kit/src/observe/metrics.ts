@@ -79,6 +79,19 @@ export class ServiceMetrics {
     });
   }
 
+  /** A counter read at scrape time from a cumulative count kept elsewhere (bus failures, feed cuts…). */
+  counterFrom(name: string, help: string, read: () => number): Counter {
+    return new Counter({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  }
+
   /** A counter of this registry, created once per name (bus failures, reconnects…). */
   counter<L extends string = never>(name: string, help: string, labelNames: readonly L[] = []): Counter<L> {
     const existing = this.registry.getSingleMetric(name);

@@ -25,9 +25,18 @@ export interface Database {
   readonly schema: string;
   /** What a generated PrismaClient takes as `adapter`. */
   readonly adapter: PrismaPg | PrismaPGlite;
+  /** The connection pool now (Postgres only; PGlite is one in-process connection). */
+  pool?(): PoolStats;
   /** A dedicated SQL session (its own connection on Postgres); close it when done. */
   openSession(): Promise<SqlSession>;
   close(): Promise<void>;
+}
+
+/** What a Postgres pool holds: open connections, the idle ones, and queries waiting for one. */
+export interface PoolStats {
+  readonly total: number;
+  readonly idle: number;
+  readonly waiting: number;
 }
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -50,6 +59,7 @@ function openPostgres(url: string, schema: string, poolSize: number): Database {
     kind: "postgres",
     schema,
     adapter: new PrismaPg(pool, { schema }),
+    pool: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async openSession() {
       const client = new pg.Client(config);
       await client.connect();

@@ -40,8 +40,11 @@ const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
 /**
  * Applies the migrations not yet recorded, in order, each in its own transaction with its record.
- * Holds a session advisory lock keyed by the schema for the whole run, so any number of replicas
- * may start at once: one applies, the others wait and then find nothing left to do.
+ * Every transaction first takes a transaction-level advisory lock keyed by the schema and re-reads
+ * whether its migration is recorded, so any number of replicas may start at once (one applies
+ * each migration, the others find it done) and nothing relies on session state: no session lock,
+ * no session `search_path` (`SET LOCAL` per transaction). That is what works behind PgBouncer in
+ * transaction mode, where consecutive transactions of one client may run on different servers.
  * Migration SQL must not name a schema: it runs with `search_path` set to the target schema.
  */
 export async function applyMigrations(
@@ -50,11 +53,23 @@ export async function applyMigrations(
   migrations: readonly Migration[],
 ): Promise<MigrationResult> {
   const lockKey = `unimatrix-migrate:${schema}`;
-  await session.query("SELECT pg_advisory_lock(hashtextextended($1, 0))", [lockKey]);
-  try {
-    await session.exec(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}; SET search_path TO ${quoteIdent(schema)}`);
+  const locked = async <T>(work: () => Promise<T>): Promise<T> => {
+    await session.exec("BEGIN");
+    try {
+      await session.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey]);
+      await session.exec(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
+      const result = await work();
+      await session.exec("COMMIT");
+      return result;
+    } catch (error) {
+      await session.exec("ROLLBACK");
+      throw error;
+    }
+  };
+  const recorded = await locked(async () => {
     await session.exec(
-      `CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (
+      `CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)};
+       CREATE TABLE IF NOT EXISTS ${quoteIdent(schema)}.${MIGRATIONS_TABLE} (
          name text PRIMARY KEY,
          checksum text NOT NULL,
          applied_at timestamptz NOT NULL DEFAULT now()
@@ -63,40 +78,49 @@ export async function applyMigrations(
     const rows = await session.query<{ name: string; checksum: string }>(
       `SELECT name, checksum FROM ${MIGRATIONS_TABLE}`,
     );
-    const recorded = new Map(rows.map((row) => [row.name, row.checksum]));
-    const applied: string[] = [];
-    const alreadyApplied: string[] = [];
-    for (const migration of migrations) {
-      const checksum = recorded.get(migration.name);
-      if (checksum !== undefined) {
-        if (checksum !== migration.checksum) {
-          throw new Error(
-            `migration ${migration.name} was changed after it was applied to schema ${schema}; add a new migration instead`,
-          );
-        }
-        alreadyApplied.push(migration.name);
-        continue;
+    return new Map(rows.map((row) => [row.name, row.checksum]));
+  });
+  const applied: string[] = [];
+  const alreadyApplied: string[] = [];
+  const refuseChanged = (migration: Migration, checksum: string) => {
+    if (checksum !== migration.checksum)
+      throw new Error(
+        `migration ${migration.name} was changed after it was applied to schema ${schema}; add a new migration instead`,
+      );
+  };
+  for (const migration of migrations) {
+    const known = recorded.get(migration.name);
+    if (known !== undefined) {
+      refuseChanged(migration, known);
+      alreadyApplied.push(migration.name);
+      continue;
+    }
+    const outcome = await locked(async () => {
+      // Re-checked under the lock: another replica may have applied it since the first read.
+      const [row] = await session.query<{ checksum: string }>(
+        `SELECT checksum FROM ${MIGRATIONS_TABLE} WHERE name = $1`,
+        [migration.name],
+      );
+      if (row) {
+        refuseChanged(migration, row.checksum);
+        return "already" as const;
       }
-      await session.exec("BEGIN");
       try {
         await session.exec(migration.sql);
-        await session.query(`INSERT INTO ${MIGRATIONS_TABLE} (name, checksum) VALUES ($1, $2)`, [
-          migration.name,
-          migration.checksum,
-        ]);
-        await session.exec("COMMIT");
       } catch (error) {
-        await session.exec("ROLLBACK");
         throw new Error(`migration ${migration.name} failed: ${(error as Error).message}`, { cause: error });
       }
-      applied.push(migration.name);
-    }
-    // A newer build may have migrated already (rolling upgrade): report, do not refuse to start.
-    const newer = [...recorded.keys()].filter((name) => !migrations.some((m) => m.name === name));
-    return { applied, alreadyApplied, newer };
-  } finally {
-    await session.query("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey]);
+      await session.query(`INSERT INTO ${MIGRATIONS_TABLE} (name, checksum) VALUES ($1, $2)`, [
+        migration.name,
+        migration.checksum,
+      ]);
+      return "applied" as const;
+    });
+    (outcome === "applied" ? applied : alreadyApplied).push(migration.name);
   }
+  // A newer build may have migrated already (rolling upgrade): report, do not refuse to start.
+  const newer = [...recorded.keys()].filter((name) => !migrations.some((m) => m.name === name));
+  return { applied, alreadyApplied, newer };
 }
 
 /** Applies a service's migrations (`<dir>/<name>/migration.sql`) to an opened store, on a session of its own. */

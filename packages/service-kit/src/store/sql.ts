@@ -9,7 +9,7 @@ export interface SqlSession {
   close(): Promise<void>;
 }
 
-/** A session on one dedicated `pg` client (session-level advisory locks need one connection). */
+/** A session on one dedicated `pg` client (a transaction's statements need one connection). */
 export function pgClientSession(client: pg.Client): SqlSession {
   return {
     async query<Row>(text: string, params: readonly unknown[] = []) {

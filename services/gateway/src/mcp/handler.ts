@@ -16,6 +16,8 @@ export interface McpDeps extends PushDeps {
   readonly limiter: RateLimiter;
   readonly maxBodyBytes: number;
   readonly trusted: TrustedProxies;
+  /** Counts session starts and ends on this replica (a metric). */
+  readonly onSessionEvent?: (event: "opened" | "closed" | "refused") => void;
 }
 
 /** The version the gateway reports to MCP clients. */
@@ -123,6 +125,7 @@ export function mcpHandler(deps: McpDeps) {
       }
       if (request.method === "DELETE") {
         await deps.sessions.delete(sessionId, credentialKey);
+        deps.onSessionEvent?.("closed");
         response.writeHead(200).end();
         return;
       }
@@ -133,6 +136,7 @@ export function mcpHandler(deps: McpDeps) {
       return jsonError(response, 400, -32000, "no session: start with an initialize request");
     }
     const id = await deps.sessions.create(credentialKey);
+    deps.onSessionEvent?.(id ? "opened" : "refused");
     if (!id) {
       const held = await deps.sessions.held(credentialKey);
       return jsonError(response, 429, -32002, `this credential already holds ${held} MCP sessions; close one first`);

@@ -15,6 +15,8 @@ export interface McpSessionDeps {
   readonly internalKey: string;
   readonly logger: Logger;
   readonly timeoutMs: number;
+  /** Counts a finished tool call: `outcome` is `ok` or the lower-case gRPC code it failed with. */
+  readonly onToolCall?: (tool: string, outcome: string) => void;
 }
 
 /**
@@ -106,15 +108,18 @@ export class McpSession {
     return reply;
   }
 
-  /** Runs a tool, turning failures into MCP tool errors with a readable message. */
-  async guard(run: () => Promise<CallToolResult>): Promise<CallToolResult> {
+  /** Runs a tool, turning failures into MCP tool errors with a readable message; counts its outcome. */
+  async guard(run: () => Promise<CallToolResult>, tool?: string): Promise<CallToolResult> {
+    let result: CallToolResult;
     try {
-      return await run();
+      result = await run();
     } catch (error) {
       const text = describe(error);
       if (text === undefined) this.deps.logger.error({ err: error }, "mcp tool failed");
-      return { isError: true, content: [{ type: "text", text: text ?? "INTERNAL: internal error" }] };
+      result = { isError: true, content: [{ type: "text", text: text ?? "INTERNAL: internal error" }] };
     }
+    if (tool) this.deps.onToolCall?.(tool, outcomeOf(result));
+    return result;
   }
 
   /** Sets the level below which push notifications are not sent (fleet-wide). */
@@ -154,4 +159,14 @@ function describe(error: unknown): string | undefined {
   if (error instanceof DomainError) return `${status[error.code]}: ${error.message}`;
   if (isServiceError(error)) return `${status[error.code]}: ${error.details}`;
   return undefined;
+}
+
+const CODE_NAMES = new Set(Object.keys(status).filter((name) => Number.isNaN(Number(name))));
+
+/** `ok`, or the lower-case gRPC code an error result names (`error` when it names none): a bounded label. */
+function outcomeOf(result: CallToolResult): string {
+  if (!result.isError) return "ok";
+  const first = result.content[0];
+  const code = first?.type === "text" ? /^([A-Z_]+):/.exec(first.text)?.[1] : undefined;
+  return code && CODE_NAMES.has(code) ? code.toLowerCase() : "error";
 }

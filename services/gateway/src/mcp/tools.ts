@@ -51,7 +51,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
     server.registerTool(name, { description, inputSchema }, (async (
       input: z.infer<z.ZodObject<S>>,
       extra: { signal: AbortSignal },
-    ) => session.guard(() => run(input, extra.signal))) as never);
+    ) => session.guard(() => run(input, extra.signal), name)) as never);
   };
 
   tool(
