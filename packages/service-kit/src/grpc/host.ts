@@ -16,6 +16,7 @@ import type { Principal } from "../principal";
 import { serviceDefinition } from "./definition";
 import { HealthRegistry, healthImpl } from "./health";
 import { reflectionImpl } from "./reflection";
+import { withRequestRules } from "./request-rules";
 import { toCallStatus } from "./status";
 
 /** What every handler receives besides its request. */
@@ -266,7 +267,8 @@ export class GrpcHost {
     const handlers: grpc.UntypedServiceImplementation = {};
     for (const method of service.methods) {
       const fn = (impl as Record<string, unknown>)[method.localName] as ((...args: never[]) => unknown) | undefined;
-      handlers[method.localName] = this.#handler(service, method.name, method.methodKind, method.output, fn);
+      const checked = withRequestRules(method, fn);
+      handlers[method.localName] = this.#handler(service, method.name, method.methodKind, method.output, checked);
     }
     return handlers;
   }

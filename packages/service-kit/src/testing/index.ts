@@ -71,3 +71,4 @@ export async function eventually(
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
+export * from "./public-services";
