@@ -17,6 +17,7 @@ import {
 import { EdgeAuthenticator } from "./auth";
 import type { gatewayEnv } from "./config";
 import { applyCors } from "./cors";
+import { guardDecoding } from "./decode-guard";
 import { forwardingRoutes, PEER } from "./forward";
 import { mcpHandler } from "./mcp/handler";
 import { GatewayMetrics } from "./metrics";
@@ -71,14 +72,17 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     presence: createClient(Health, gateway.presenceAddress),
   };
   const connect = connectNodeAdapter({
-    routes: forwardingRoutes({
-      upstreams,
-      auth,
-      limiter,
-      internalKey: options.internalKey,
-      defaultTimeoutMs: gateway.requestTimeoutMs,
-      onStream: (delta) => metrics.openStreams.inc({ kind: "connect" }, delta),
-    }),
+    routes: guardDecoding(
+      forwardingRoutes({
+        upstreams,
+        auth,
+        limiter,
+        internalKey: options.internalKey,
+        defaultTimeoutMs: gateway.requestTimeoutMs,
+        onStream: (delta) => metrics.openStreams.inc({ kind: "connect" }, delta),
+      }),
+      gateway.maxBodyBytes,
+    ),
     contextValues: (request) => createContextValues().set(PEER, request.socket.remoteAddress ?? ""),
     grpc: false,
     grpcWeb: true,
