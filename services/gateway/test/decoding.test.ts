@@ -28,7 +28,7 @@ describe("decoding errors are the caller's (INVALID_ARGUMENT, never INTERNAL)", 
     fetch(`${system.url}/${path}`, {
       method: "POST",
       headers: { "content-type": contentType, authorization: `Bearer ${acme.user}`, ...headers },
-      body,
+      body: Buffer.from(body),
     });
 
   test("Connect unary application/proto `0a ff` → 400 invalid_argument", async () => {
