@@ -2,7 +2,7 @@ import { PermissionDeniedError, type Principal } from "@unimatrix/service-kit";
 
 /**
  * What a caller may see and change (DESIGN §2). A USER sees its whole tenant; a CLIENT what it
- * owns (owner subject = its id); a DEVICE itself; the OPERATOR everything. Records outside the
+ * owns (owner subject = its id); a DEVICE itself; the OPERATOR nothing (PERMISSION_DENIED). Records outside the
  * scope answer NOT_FOUND, never PERMISSION_DENIED, so nobody learns that they exist.
  */
 export type Scope =
@@ -23,7 +23,8 @@ export function scopeOf(principal: Principal, allowed: readonly Scope["kind"][])
 function toScope(principal: Principal): Scope | null {
   switch (principal.kind) {
     case "operator":
-      return { kind: "all" };
+      // The operator manages tenants, not their data (DESIGN §2): no device RPC is open to it.
+      return null;
     case "user":
       return { kind: "tenant", tenantId: principal.tenantId, subjectId: principal.subjectId };
     case "client":

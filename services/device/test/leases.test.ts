@@ -75,7 +75,7 @@ describe("connection leases", () => {
     expect(BigInt(transitions[0]?.cursor ?? 0) < BigInt(transitions[1]?.cursor ?? 0)).toBe(true);
   });
 
-  it("lets only the device itself (or the operator) hold its lease", async () => {
+  it("lets only the device itself hold its lease (not the operator)", async () => {
     const t = tenant();
     const device = await enrolledDevice(h, t.client);
     const other = await enrolledDevice(h, t.client);
@@ -91,8 +91,10 @@ describe("connection leases", () => {
     expect((await codeOf(h.devices.acquireConnection({ deviceId: "x" }, bearer(device.token)))).details).toMatch(
       /^device_id:/,
     );
-    const byOperator = await h.devices.acquireConnection({ deviceId: device.id }, as(OPERATOR));
-    expect(byOperator.generation).toBe(1n);
+    expect((await codeOf(h.devices.acquireConnection({ deviceId: device.id }, as(OPERATOR)))).code).toBe(
+      status.PERMISSION_DENIED,
+    );
+    expect((await h.devices.acquireConnection({ deviceId: device.id }, bearer(device.token))).generation).toBe(1n);
   });
 
   it("expires a lease: heartbeats after expiry are stale, the sweep turns it offline once and says so", async () => {
@@ -126,12 +128,8 @@ describe("connection leases", () => {
     const { generation } = await h.devices.acquireConnection({ deviceId: device.id }, bearer(device.token));
     const revoked = await h.devices.revokeDevice({ deviceId: device.id, reason: "stolen" }, as(t.user));
     expect(revoked.device).toMatchObject({ online: false, connectionGeneration: generation + 1n });
-    expect((await h.devices.heartbeatConnection({ deviceId: device.id, generation }, as(OPERATOR))).ok).toBe(false);
-    expect(
-      (await h.devices.heartbeatConnection({ deviceId: device.id, generation: generation + 1n }, as(OPERATOR))).ok,
-    ).toBe(false);
-    expect((await codeOf(h.devices.acquireConnection({ deviceId: device.id }, as(OPERATOR)))).code).toBe(
-      status.FAILED_PRECONDITION,
+    expect((await codeOf(h.devices.heartbeatConnection({ deviceId: device.id, generation }, as(OPERATOR)))).code).toBe(
+      status.PERMISSION_DENIED,
     );
     expect(
       (await codeOf(h.devices.heartbeatConnection({ deviceId: device.id, generation }, bearer(device.token)))).code,

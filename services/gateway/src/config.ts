@@ -36,6 +36,12 @@ export const gatewayEnv = registerEnv({
     origins,
     "",
   ),
+  mcpAllowedOrigins: envVar(
+    "GATEWAY_MCP_ALLOWED_ORIGINS",
+    "Comma-separated origins allowed to open MCP sessions from a browser (`*` for any). Requests with any other Origin get 403; requests without one (agents) are allowed.",
+    origins,
+    "",
+  ),
   maxBodyBytes: envVar(
     "GATEWAY_MAX_BODY_BYTES",
     "Largest accepted request body (Connect and MCP), bytes.",

@@ -1,4 +1,4 @@
-import { type DescMessage, fromBinary } from "@bufbuild/protobuf";
+import { type DescMessage, fromBinary, fromJsonString } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 
@@ -6,15 +6,17 @@ import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse 
  * Connect answers INTERNAL for a binary body it cannot decode (`parse binary: premature EOF`) and
  * for a compressed envelope without an encoding; both are the caller's fault. This guard reads
  * binary request bodies first (Connect unary `application/proto`, Connect streaming and gRPC-Web
- * envelopes) and answers INVALID_ARGUMENT itself when they do not decode; otherwise the body is
+ * envelopes; JSON bodies too, to name the field of an unknown enum name) and answers
+ * INVALID_ARGUMENT itself when they do not decode; otherwise the body is
  * handed on unchanged. Written here because Connect has no hook between reading and parsing.
  */
-type Kind = "unary" | "connect-stream" | "grpc-web";
+type Kind = "unary" | "json" | "connect-stream" | "grpc-web";
 
 function kindOf(request: UniversalServerRequest): Kind | null {
   if (request.method !== "POST") return null;
   const type = (request.header.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
   if (type === "application/proto") return "unary";
+  if (type === "application/json") return "json";
   if (type === "application/connect+proto") return "connect-stream";
   if (type === "application/grpc-web" || type === "application/grpc-web+proto") return "grpc-web";
   return null;
@@ -23,7 +25,11 @@ function kindOf(request: UniversalServerRequest): Kind | null {
 /** The request's encoding header (`identity` or absent = none). */
 function encodingOf(request: UniversalServerRequest, kind: Kind): string | null {
   const name =
-    kind === "unary" ? "content-encoding" : kind === "grpc-web" ? "grpc-encoding" : "connect-content-encoding";
+    kind === "unary" || kind === "json"
+      ? "content-encoding"
+      : kind === "grpc-web"
+        ? "grpc-encoding"
+        : "connect-content-encoding";
   const value = request.header.get(name)?.trim().toLowerCase();
   return value && value !== "identity" ? value : null;
 }
@@ -37,8 +43,30 @@ function decodes(schema: DescMessage, bytes: Uint8Array): string | null {
   }
 }
 
+/**
+ * The snake_case name of the field a JSON decoding error is about: protobuf-es names the field for
+ * wrong types but only the enum type for an unknown enum name.
+ */
+function fieldOfJsonError(schema: DescMessage, message: string): string {
+  const named = /cannot decode field [\w.]+\.(\w+) from JSON/.exec(message);
+  if (named?.[1]) return schema.fields.find((f) => f.name === named[1] || f.jsonName === named[1])?.name ?? named[1];
+  const enumName = /cannot decode enum ([\w.]+) from JSON/.exec(message)?.[1];
+  const field = enumName ? schema.fields.find((f) => f.enum?.typeName === enumName) : undefined;
+  return field?.name ?? "request";
+}
+
 /** What is wrong with the body, or null when it decodes (or is compressed and left to Connect). */
 function problemOf(schema: DescMessage, kind: Kind, encoding: string | null, body: Uint8Array): string | null {
+  if (kind === "json") {
+    if (encoding) return null;
+    try {
+      fromJsonString(schema, new TextDecoder().decode(body), { ignoreUnknownFields: false });
+      return null;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      return `${fieldOfJsonError(schema, message)}: ${message}`;
+    }
+  }
   if (kind === "unary") {
     if (encoding) return null;
     const failure = decodes(schema, body);
@@ -68,7 +96,7 @@ function refusal(kind: Kind, message: string): UniversalServerResponse {
     (async function* () {
       yield chunk;
     })();
-  if (kind === "unary") {
+  if (kind === "unary" || kind === "json") {
     const body = bytes(JSON.stringify({ code: "invalid_argument", message }));
     return { status: 400, header: new Headers({ "content-type": "application/json" }), body: once(body) };
   }

@@ -88,6 +88,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     grpcWeb: true,
     connect: true,
     readMaxBytes: gateway.maxBodyBytes,
+    // An unknown field or enum name is an error, never a silently dropped filter (DESIGN §10).
+    jsonOptions: { ignoreUnknownFields: false },
   });
 
   const sse: SseDeps = {
@@ -106,6 +108,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     logger,
     timeoutMs: gateway.requestTimeoutMs,
     maxBodyBytes: gateway.maxBodyBytes,
+    allowedOrigins: gateway.mcpAllowedOrigins,
     onSession: (delta) => metrics.openStreams.inc({ kind: "mcp" }, delta),
   });
 

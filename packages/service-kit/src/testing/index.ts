@@ -72,3 +72,4 @@ export async function eventually(
   }
 }
 export * from "./public-services";
+export * from "./requests";

@@ -45,6 +45,8 @@ class StreamSink implements FeedListener {
     readonly cubeId: string,
     start: bigint,
     viewer: Viewer,
+    /** The client credential the stream was opened with (a rotation ends the stream). */
+    private readonly credentialId?: string,
   ) {
     this.last = start;
     this.viewer = viewer;
@@ -112,7 +114,7 @@ class StreamSink implements FeedListener {
   }
 
   async #recheck(): Promise<void> {
-    const reason = await revokedReason(this.deps, this.principal, this.cubeId).catch(() => undefined);
+    const reason = await revokedReason(this.deps, this.principal, this.credentialId).catch(() => undefined);
     if (reason === undefined) return;
     if (reason === null) {
       try {
@@ -158,15 +160,15 @@ class StreamSink implements FeedListener {
 }
 
 /** Why a principal's credential no longer works: a reason, null when it still does, for this stream. */
-async function revokedReason(deps: CubeDeps, principal: Principal, cubeId: string): Promise<string | null> {
+async function revokedReason(deps: CubeDeps, principal: Principal, credentialId?: string): Promise<string | null> {
   if (principal.kind === "drone-session") {
     return (await sessionUsable(deps, principal.subjectId, deps.clock.now())) ? null : "drone session revoked";
   }
   if (principal.kind === "client") {
     const client = await deps.prisma.apiClient.findUnique({ where: { id: principal.subjectId } });
-    return client && !client.revokedAt ? null : "client revoked";
+    if (!client || client.revokedAt) return "client revoked";
+    return credentialId !== undefined && client.credentialId !== credentialId ? "client credential rotated" : null;
   }
-  void cubeId;
   return null;
 }
 
@@ -184,7 +186,11 @@ export function subscribeActivity(deps: CubeDeps, hub: FeedHub) {
     if (open >= MAX_STREAMS_PER_CREDENTIAL)
       throw new ResourceExhaustedError(`at most ${MAX_STREAMS_PER_CREDENTIAL} open streams per credential`);
     openStreams.set(key, open + 1);
-    const sink = new StreamSink(deps, principal, cubeId, start, viewerOf(s));
+    const credentialId =
+      principal.kind === "client"
+        ? (await deps.prisma.apiClient.findUnique({ where: { id: principal.subjectId } }))?.credentialId
+        : undefined;
+    const sink = new StreamSink(deps, principal, cubeId, start, viewerOf(s), credentialId);
     const onAbort = () => sink.signal();
     ctx.signal.addEventListener("abort", onAbort);
     const heartbeat = setInterval(() => sink.heartbeat(), deps.config.heartbeatMs);

@@ -1,7 +1,7 @@
 import type { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
 import { NotFoundError, type ServiceImpl } from "@unimatrix/service-kit";
 import { actorOf, scopeOf } from "../access";
-import { issueEnrollToken, listUnusedTokens, revokeEnrollToken } from "../store/tokens";
+import { issueEnrollToken, knownSubject, listUnusedTokens, revokeEnrollToken } from "../store/tokens";
 import { toEnrollToken } from "./convert";
 import type { HandlerDeps } from "./deps";
 import { decodePageToken, encodePageToken, tokenDate } from "./paging";
@@ -19,6 +19,10 @@ export function enrollmentHandlers(deps: HandlerDeps): ServiceImpl<typeof Enroll
       if (scope.kind !== "tenant" && scope.kind !== "owner") throw new Error("unreachable scope");
       // A CLIENT may only issue for itself; naming anyone else is NOT_FOUND (no oracle).
       if (owner !== null && scope.kind === "owner" && owner !== scope.subjectId) {
+        throw new NotFoundError(`owner_subject_id ${owner} not found`);
+      }
+      // A USER may name itself or a subject its tenant's device records know (never another tenant's).
+      if (owner !== null && owner !== scope.subjectId && !(await knownSubject(db, scope.tenantId, owner))) {
         throw new NotFoundError(`owner_subject_id ${owner} not found`);
       }
       const { row, token } = await issueEnrollToken(db, {
