@@ -10,7 +10,7 @@ import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse 
  * INVALID_ARGUMENT itself when they do not decode; otherwise the body is
  * handed on unchanged. Written here because Connect has no hook between reading and parsing.
  */
-type Kind = "unary" | "json" | "connect-stream" | "grpc-web";
+type Kind = "unary" | "json" | "connect-stream" | "connect-json-stream" | "grpc-web";
 
 function kindOf(request: UniversalServerRequest): Kind | null {
   if (request.method !== "POST") return null;
@@ -18,6 +18,7 @@ function kindOf(request: UniversalServerRequest): Kind | null {
   if (type === "application/proto") return "unary";
   if (type === "application/json") return "json";
   if (type === "application/connect+proto") return "connect-stream";
+  if (type === "application/connect+json") return "connect-json-stream";
   if (type === "application/grpc-web" || type === "application/grpc-web+proto") return "grpc-web";
   return null;
 }
@@ -57,21 +58,21 @@ function fieldOfJsonError(schema: DescMessage, message: string): string {
 
 /** What is wrong with the body, or null when it decodes (or is compressed and left to Connect). */
 function problemOf(schema: DescMessage, kind: Kind, encoding: string | null, body: Uint8Array): string | null {
-  if (kind === "json") {
-    if (encoding) return null;
-    try {
-      fromJsonString(schema, new TextDecoder().decode(body), { ignoreUnknownFields: false });
-      return null;
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      return `${fieldOfJsonError(schema, message)}: ${message}`;
+  const json = kind === "json" || kind === "connect-json-stream";
+  const check = (bytes: Uint8Array): string | null => {
+    if (json) {
+      try {
+        fromJsonString(schema, new TextDecoder().decode(bytes), { ignoreUnknownFields: false });
+        return null;
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        return `${fieldOfJsonError(schema, message)}: ${message}`;
+      }
     }
-  }
-  if (kind === "unary") {
-    if (encoding) return null;
-    const failure = decodes(schema, body);
+    const failure = decodes(schema, bytes);
     return failure === null ? null : `request: is not a valid ${schema.typeName} message (${failure})`;
-  }
+  };
+  if (kind === "unary" || kind === "json") return encoding ? null : check(body);
   let offset = 0;
   while (offset < body.length) {
     if (body.length - offset < 5) return "request: truncated envelope";
@@ -82,8 +83,8 @@ function problemOf(schema: DescMessage, kind: Kind, encoding: string | null, bod
     if (flags & 0x01) {
       if (!encoding) return "request: compressed envelope without a message encoding";
     } else {
-      const failure = decodes(schema, body.subarray(offset + 5, end));
-      if (failure !== null) return `request: is not a valid ${schema.typeName} message (${failure})`;
+      const failure = check(body.subarray(offset + 5, end));
+      if (failure !== null) return failure;
     }
     offset = end;
   }
@@ -113,7 +114,8 @@ function refusal(kind: Kind, message: string): UniversalServerResponse {
   frame[0] = 0x02;
   new DataView(frame.buffer).setUint32(1, end.length);
   frame.set(end, 5);
-  return { status: 200, header: new Headers({ "content-type": "application/connect+proto" }), body: once(frame) };
+  const type = kind === "connect-json-stream" ? "application/connect+json" : "application/connect+proto";
+  return { status: 200, header: new Headers({ "content-type": type }), body: once(frame) };
 }
 
 async function* replay(chunks: Uint8Array[], rest: AsyncIterator<Uint8Array> | null) {

@@ -79,9 +79,9 @@ function requiredSomewhere(schema: DescMessage): boolean {
  * Every bad input for one method, derived from its request's fields and their contract rules
  * (no per-RPC list): each input breaks exactly one rule of an otherwise valid request.
  */
-export function badInputs(method: DescMethod): BadInput[] {
+export function badInputs(method: DescMethod, ids: Record<string, string> = {}): BadInput[] {
   const schema = method.input;
-  const base = validRequest(schema);
+  const base = validRequest(schema, ids);
   const baseJson = toJson(schema, base) as JsonObject;
   const baseBinary = toBinary(schema, base);
   const out: BadInput[] = [];
