@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { startCube } from "@unimatrix/cube";
 import { startDevice } from "@unimatrix/device";
 import { type RunningGateway, startGateway } from "@unimatrix/gateway";
@@ -29,8 +32,18 @@ export interface System {
 export type GatewayOverrides = Partial<ReturnType<typeof readConfig<typeof gatewayEnv>>>;
 
 /** Starts the whole system for one suite. */
-export async function startSystem(label: string, overrides: GatewayOverrides = {}): Promise<System> {
-  const config = testConfig({ busPrefix: testBusPrefix(label), operatorToken: OPERATOR_TOKEN });
+export async function startSystem(
+  label: string,
+  overrides: GatewayOverrides = {},
+  store: "postgres" | "embedded" = "postgres",
+): Promise<System> {
+  const embedded = store === "embedded" ? mkdtempSync(join(tmpdir(), `umx-${label}-`)) : undefined;
+  const config = testConfig({
+    busPrefix: testBusPrefix(label),
+    operatorToken: OPERATOR_TOKEN,
+    // The embedded store: a PGlite directory per service under a fresh folder.
+    ...(embedded ? { databaseUrl: undefined, dataDir: embedded } : {}),
+  });
   const schemas: TestSchema[] = [];
   const schema = (name: string) => {
     const s = testSchema(`${label}_${name}`);
@@ -68,6 +81,7 @@ export async function startSystem(label: string, overrides: GatewayOverrides = {
       await gateway.stop();
       await Promise.all([cube.stop(), device.stop(), presence.stop()]);
       for (const s of schemas) await s.drop();
+      if (embedded) rmSync(embedded, { recursive: true, force: true });
     },
   };
 }
