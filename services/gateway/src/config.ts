@@ -38,7 +38,7 @@ export const gatewayEnv = registerEnv({
   ),
   mcpAllowedOrigins: envVar(
     "GATEWAY_MCP_ALLOWED_ORIGINS",
-    "Comma-separated origins allowed to open MCP sessions from a browser (`*` for any). Requests with any other Origin get 403; requests without one (agents) are allowed.",
+    "Origins allowed to use /mcp from a browser (`*` for any); any other Origin gets 403, none (agents) is allowed.",
     origins,
     "",
   ),

@@ -267,7 +267,7 @@ export class GrpcHost {
     const handlers: grpc.UntypedServiceImplementation = {};
     for (const method of service.methods) {
       const fn = (impl as Record<string, unknown>)[method.localName] as ((...args: never[]) => unknown) | undefined;
-      const checked = withRequestRules(method, fn);
+      const checked = withRequestRules(method, fn); // the contract's rules, before the handler
       handlers[method.localName] = this.#handler(service, method.name, method.methodKind, method.output, checked);
     }
     return handlers;
