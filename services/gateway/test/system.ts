@@ -51,11 +51,35 @@ export async function startSystem(
     return s.schema;
   };
   const logger = silentLogger();
-  const [cube, device, presence] = await Promise.all([
-    startCube({ config, port: 0, schema: schema("cube"), logger }),
-    startDevice({ config, port: 0, schema: schema("device"), logger }),
-    startPresence({ config, port: 0, schema: schema("presence"), logger }),
-  ]);
+  const starts = [
+    () => startCube({ config, port: 0, schema: schema("cube"), logger }),
+    () => startDevice({ config, port: 0, schema: schema("device"), logger }),
+    () => startPresence({ config, port: 0, schema: schema("presence"), logger }),
+  ] as const;
+  // PGlite's start-up holds the event loop (wasm): one at a time, so no bus connect times out meanwhile.
+  // A failed start stops what did start, so a broken suite leaves nothing running.
+  const started: RunningService[] = [];
+  const start = async <S extends RunningService>(run: () => Promise<S>) => {
+    const service = await run();
+    started.push(service);
+    return service;
+  };
+  let cube: Awaited<ReturnType<(typeof starts)[0]>>;
+  let device: Awaited<ReturnType<(typeof starts)[1]>>;
+  let presence: Awaited<ReturnType<(typeof starts)[2]>>;
+  try {
+    if (embedded) {
+      cube = await start(starts[0]);
+      device = await start(starts[1]);
+      presence = await start(starts[2]);
+    } else {
+      [cube, device, presence] = await Promise.all([start(starts[0]), start(starts[1]), start(starts[2])]);
+    }
+  } catch (error) {
+    await Promise.allSettled(started.map((s) => s.stop()));
+    for (const s of schemas) await s.drop().catch(() => {});
+    throw error;
+  }
   const gateway = await startGateway({
     config,
     gateway: {
