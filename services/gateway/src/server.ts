@@ -21,6 +21,7 @@ import {
 import { EdgeAuthenticator } from "./auth";
 import type { gatewayEnv } from "./config";
 import { applyCors } from "./cors";
+import { guardDecoding } from "./decode-guard";
 import { forwardingRoutes, PEER } from "./forward";
 import { mcpHandler } from "./mcp/handler";
 import { GatewayMetrics } from "./metrics";
@@ -81,19 +82,24 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     presence: createClient(Health, gateway.presenceAddress),
   };
   const connect = connectNodeAdapter({
-    routes: forwardingRoutes({
-      upstreams,
-      auth,
-      limiter,
-      internalKey: options.internalKey,
-      defaultTimeoutMs: gateway.requestTimeoutMs,
-      onStream: (delta) => metrics.openStreams.inc({ kind: "connect" }, delta),
-    }),
+    routes: guardDecoding(
+      forwardingRoutes({
+        upstreams,
+        auth,
+        limiter,
+        internalKey: options.internalKey,
+        defaultTimeoutMs: gateway.requestTimeoutMs,
+        onStream: (delta) => metrics.openStreams.inc({ kind: "connect" }, delta),
+      }),
+      gateway.maxBodyBytes,
+    ),
     contextValues: (request) => createContextValues().set(PEER, request.socket.remoteAddress ?? ""),
     grpc: false,
     grpcWeb: true,
     connect: true,
     readMaxBytes: gateway.maxBodyBytes,
+    // An unknown field or enum name is an error, never a silently dropped filter (DESIGN §10).
+    jsonOptions: { ignoreUnknownFields: false },
   });
 
   const sse: SseDeps = {
@@ -112,6 +118,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     logger,
     timeoutMs: gateway.requestTimeoutMs,
     maxBodyBytes: gateway.maxBodyBytes,
+    allowedOrigins: gateway.mcpAllowedOrigins,
     onSession: (delta) => metrics.openStreams.inc({ kind: "mcp" }, delta),
   });
 

@@ -13,6 +13,8 @@ import { registerTools } from "./tools";
 export interface McpDeps extends McpSessionDeps {
   readonly limiter: RateLimiter;
   readonly maxBodyBytes: number;
+  /** Origins allowed to use `/mcp` from a browser (`*` = any); a request without Origin is allowed. */
+  readonly allowedOrigins: readonly string[];
   readonly onSession?: (delta: 1 | -1) => void;
 }
 
@@ -60,6 +62,11 @@ export function mcpHandler(deps: McpDeps) {
   sweep.unref();
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
+    // DNS-rebinding protection (MCP spec): a browser's Origin must be on the allow-list.
+    const origin = request.headers.origin;
+    if (origin !== undefined && !deps.allowedOrigins.includes("*") && !deps.allowedOrigins.includes(origin)) {
+      return jsonError(response, 403, -32000, `origin ${origin} is not allowed`);
+    }
     let caller: Awaited<ReturnType<typeof deps.auth.authenticate>>;
     try {
       caller = await deps.auth.authenticate(request.headers.authorization, () =>

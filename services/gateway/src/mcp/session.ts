@@ -171,6 +171,9 @@ export class McpSession {
               // "" means "from the oldest" (an empty cube): keep it so a reconnect misses nothing.
               after = event.value.cursor;
             } else if (event.case === "accessRevoked") {
+              // Tell the client why pushing stops (rotation, eviction, revocation) instead of going quiet.
+              const data = { event: "access_revoked", reason: event.value.reason };
+              await this.#server?.sendLoggingMessage({ level: "warning", logger: "unimatrix.activity", data });
               return;
             } else if (event.case === "closed") {
               if (event.value.cursor) after = event.value.cursor;
