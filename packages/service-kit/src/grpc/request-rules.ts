@@ -16,7 +16,7 @@ export const CONTRACT_PATTERNS: Readonly<Record<string, string>> = {
   "^[A-Za-z0-9._:-]{1,128}$": "must be 1-128 characters from [A-Za-z0-9._:-]",
   "^[A-Za-z0-9+/=_-]{1,128}$": "must be 1-128 base64 or hex characters",
   "^[0-9]*$": "must be a non-negative decimal integer",
-  "^[A-Za-z0-9_=-]*$": "is not a token from a previous response",
+  "^[A-Za-z0-9_=.-]*$": "is not a token from a previous response",
   "^[A-Za-z0-9_=.:-]*$": "is not a cursor from a previous response",
 };
 

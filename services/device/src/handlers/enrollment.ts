@@ -6,7 +6,7 @@ import { toEnrollToken } from "../convert";
 import { actorOf, CALLERS, scopeOf, tokenOwner } from "../rules/access";
 import { ttlSeconds } from "../rules/enroll";
 import { pageOf } from "../rules/paging";
-import { text } from "../rules/request";
+import { trimmed } from "../rules/request";
 import type { DeviceDeps } from "../service";
 import { issueEnrollToken, knownSubject, listUnusedTokens, revokeEnrollToken } from "../store/tokens";
 
@@ -17,7 +17,7 @@ export function enrollmentHandlers(deps: DeviceDeps): ServiceImpl<typeof Enrollm
     async issueEnrollToken(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.issueEnrollToken);
       const ttl = ttlSeconds(request.ttlSeconds);
-      const label = text("label", request.label, 200);
+      const label = trimmed("label", request.label);
       const owner = tokenOwner(scope, optionalUuid("owner_subject_id", request.ownerSubjectId) ?? null);
       // A USER may name itself or a subject its tenant's device records know (never another tenant's).
       if (owner !== scope.subjectId && !(await knownSubject(db, scope.tenantId, owner))) {
