@@ -5,7 +5,7 @@ import {
   parseToken,
   signPrincipal,
   verifyPrincipal,
-} from "@unimatrix/service-kit";
+} from "@unimatrix/service-kit/auth";
 import fc from "fast-check";
 
 /** Bounded runs: part of `npm test`, a few hundred cases per property. */

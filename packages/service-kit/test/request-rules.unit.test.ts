@@ -16,14 +16,14 @@ import {
   ListAuditEventsRequestSchema,
 } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
 import { LinkRequestSchema } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import { DomainError } from "@unimatrix/service-kit";
 import {
   CONTRACT_PATTERNS,
   checkRequest,
-  DomainError,
   numberLimits,
   stringLimits,
   UndecodableRequest,
-} from "@unimatrix/service-kit";
+} from "@unimatrix/service-kit/grpc";
 import { publicMethods } from "@unimatrix/service-kit/testing";
 
 const ROOT = join(__dirname, "..", "..", "..");

@@ -1,6 +1,6 @@
 import { Metadata } from "@grpc/grpc-js";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { createClient } from "@unimatrix/service-kit";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import { eventually } from "@unimatrix/service-kit/testing";
 import { EventSource } from "eventsource";
 import { call, connectJson, type System, seedTenant, startSystem } from "./system";

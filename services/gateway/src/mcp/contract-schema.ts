@@ -1,5 +1,5 @@
 import type { DescMessage } from "@bufbuild/protobuf";
-import { stringLimits } from "@unimatrix/service-kit";
+import { stringLimits } from "@unimatrix/service-kit/grpc";
 import { z } from "zod";
 
 /**

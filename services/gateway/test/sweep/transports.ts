@@ -1,6 +1,6 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
-import { PRINCIPAL_HEADER } from "@unimatrix/service-kit";
+import { PRINCIPAL_HEADER } from "@unimatrix/service-kit/auth";
 import type { System } from "../system";
 
 /** What one request got back: a gRPC status name (lower snake, Connect's spelling) and message. */
