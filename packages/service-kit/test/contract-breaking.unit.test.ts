@@ -39,6 +39,8 @@ describe("buf breaking guards the released contract", () => {
   test("npm test runs it against main (scripts/buf-breaking.mjs in the lint step)", () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> };
     expect(pkg.scripts.lint).toContain("node scripts/buf-breaking.mjs");
-    expect(readFileSync(join(ROOT, "scripts", "buf-breaking.mjs"), "utf8")).toContain(".git#branch=main,subdir=proto");
+    const script = readFileSync(join(ROOT, "scripts", "buf-breaking.mjs"), "utf8");
+    expect(script).toContain('git("merge-base", "HEAD", main)');
+    expect(script).toContain(".git#ref=${base},subdir=proto");
   });
 });
