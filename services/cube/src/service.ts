@@ -4,6 +4,7 @@ import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { defineService, type StartedService, type StartServiceOptions, startService } from "@unimatrix/service-kit";
 import { principalResolver } from "@unimatrix/service-kit/auth";
+import { openStreamCounter, RedisStreamCounter } from "@unimatrix/service-kit/bus";
 import { route } from "@unimatrix/service-kit/grpc";
 import { type CubeConfig, cubeEnv, readCubeConfig } from "./config";
 import { activityHandlers } from "./handlers/activity";
@@ -28,7 +29,7 @@ export const cubeService = defineService<CubeConfig>({
   env: cubeEnv,
   migrationsDir,
   readConfig: readCubeConfig,
-  wire({ database, bus, logger, clock, internalKey, operatorToken }, config) {
+  wire({ database, bus, logger, clock, internalKey, operatorToken, config: common }, config) {
     const prisma = openPrisma(database);
     const deps: CubeDeps = {
       prisma,
@@ -40,12 +41,20 @@ export const cubeService = defineService<CubeConfig>({
       guard: new StorageGuard(prisma, config.storageBudgetBytes),
     };
     const feed = activityFeed(deps);
+    // "At most 10 open SubscribeActivity streams per credential", counted across the fleet (Redis;
+    // this replica's memory on the in-process bus).
+    const streams = openStreamCounter({
+      url: common.redisUrl,
+      prefix: common.busPrefix,
+      name: "cube:activity-streams",
+      logger,
+    });
     const scan = () => scanLiveness(deps);
     return {
       routes: [
         route(IdentityService, identityHandlers(deps, operatorToken)),
         route(CubeService, cubeHandlers(deps)),
-        route(ActivityService, activityHandlers(deps, feed)),
+        route(ActivityService, activityHandlers(deps, feed, streams)),
       ],
       authenticate: principalResolver({
         internalKey,
@@ -57,6 +66,7 @@ export const cubeService = defineService<CubeConfig>({
       extra: { scanLiveness: scan },
       async close() {
         await feed.close();
+        if (streams instanceof RedisStreamCounter) await streams.close();
         await prisma.$disconnect();
       },
     };

@@ -1,6 +1,7 @@
 import type { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
+import type { StreamCounter } from "@unimatrix/service-kit/bus";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import {
   claimOutcomeToWire,
@@ -22,8 +23,12 @@ import { ackEntry, claimEntry, releaseClaim } from "../store/reactions";
 import type { CubeDeps } from "./deps";
 
 /** ActivityService: the log, acks, claims, decisions and the live stream. */
-export function activityHandlers(deps: CubeDeps, feed: ActivityFeed): ServiceImpl<typeof ActivityService> {
-  const subscribe = subscribeActivity(deps, feed);
+export function activityHandlers(
+  deps: CubeDeps,
+  feed: ActivityFeed,
+  streams?: StreamCounter,
+): ServiceImpl<typeof ActivityService> {
+  const subscribe = subscribeActivity(deps, feed, streams);
   /** Reads a cube's new rows on this replica now (a failed read is logged by the feed, which heals on its timer). */
   const wake = (cubeId: string) => void feed.wake(cubeId).catch(() => {});
   const decisionPages = new OffsetPages(deps.internalKey, "ListDecisions");

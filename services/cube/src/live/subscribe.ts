@@ -1,10 +1,7 @@
-import {
-  StreamCloseReason,
-  type SubscribeActivityRequest,
-} from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import type { SubscribeActivityRequest } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { requireUuid } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
-import { StreamLimiter } from "@unimatrix/service-kit/bus";
+import { type StreamCounter, StreamLimiter } from "@unimatrix/service-kit/bus";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
 import { eventOf } from "../convert";
 import type { CubeDeps } from "../handlers/deps";
@@ -16,15 +13,19 @@ import { streamCredential } from "../store/identity";
 import type { ActivityFeed } from "./feed";
 import { type Event, StreamSink } from "./sink";
 
-/** Most open streams per credential (`credentialKey`: a drone session counts against its client), per replica. */
+/** Most open streams per credential (`credentialKey`: a drone session counts against its client), fleet-wide. */
 export const MAX_STREAMS_PER_CREDENTIAL = 10;
 
-/** The SubscribeActivity server stream (one per replica: it counts the open streams per credential). */
+/**
+ * The SubscribeActivity server stream. Open streams per credential are counted by `counter`
+ * (fleet-wide in Redis from the service wiring; this replica's memory by default).
+ */
 export function subscribeActivity(
   deps: CubeDeps,
   feed: ActivityFeed,
+  counter?: StreamCounter,
 ): (request: SubscribeActivityRequest, ctx: CallContext) => AsyncGenerator<Event> {
-  const limiter = new StreamLimiter({ max: MAX_STREAMS_PER_CREDENTIAL, what: "SubscribeActivity streams" });
+  const limiter = new StreamLimiter({ max: MAX_STREAMS_PER_CREDENTIAL, what: "SubscribeActivity streams", counter });
   return async function* (request: SubscribeActivityRequest, ctx: CallContext): AsyncGenerator<Event> {
     const cubeId = requireUuid("cube_id", request.cubeId);
     const principal = await ctx.principal();
@@ -44,9 +45,8 @@ export function subscribeActivity(
       for (;;) {
         await sink.wait(ctx.signal);
         if (ctx.signal.aborted) {
-          if (isShutdown(ctx.signal)) {
-            yield { event: { case: "closed", value: { reason: StreamCloseReason.SHUTDOWN, cursor: sink.cursor() } } };
-          }
+          // The replica drained and is stopping: the typed "reconnect with your cursor".
+          if (isShutdown(ctx.signal)) yield { event: { case: "goingAway", value: { cursor: sink.cursor() } } };
           return;
         }
         if (sink.needCatchUp) {
