@@ -36,16 +36,15 @@ const drone = { kind: "drone-session", tenantId: TENANT, subjectId: DEVICE2 } as
 
 describe("who may call what (CALLERS, scopeOf)", () => {
   it("maps each principal kind to its scope", () => {
-    const all = ["all", "tenant", "owner", "device"] as const;
-    expect(scopeOf(operator, all)).toEqual({ kind: "all" });
+    const all = ["tenant", "owner", "device"] as const;
     expect(scopeOf(user, all)).toEqual({ kind: "tenant", tenantId: TENANT, subjectId: USER });
     expect(scopeOf(client, all)).toEqual({ kind: "owner", tenantId: TENANT, subjectId: CLIENT });
     expect(scopeOf(device, all)).toEqual({ kind: "device", tenantId: TENANT, deviceId: DEVICE });
   });
 
-  it("refuses machines and drone sessions everywhere with PERMISSION_DENIED", () => {
+  it("refuses the operator, machines and drone sessions everywhere with PERMISSION_DENIED", () => {
     for (const allowed of Object.values(CALLERS)) {
-      for (const principal of [machine, drone]) {
+      for (const principal of [operator, machine, drone]) {
         expect(refusal(() => scopeOf(principal, allowed)).code).toBe(status.PERMISSION_DENIED);
       }
     }
@@ -64,23 +63,7 @@ describe("who may call what (CALLERS, scopeOf)", () => {
         })
         .map(([rpc]) => rpc)
         .sort();
-    expect(who(operator)).toEqual(
-      [
-        "acquireConnection",
-        "beginRun",
-        "endRun",
-        "getDevice",
-        "getPlacement",
-        "heartbeatConnection",
-        "listAuditEvents",
-        "listDevices",
-        "placeSession",
-        "rebindSession",
-        "releaseConnection",
-        "revokeDevice",
-        "revokeEnrollToken",
-      ].sort(),
-    );
+    expect(who(operator)).toEqual([]);
     const tenantCallers = [
       "beginRun",
       "endRun",
@@ -141,12 +124,7 @@ describe("who may see a record (canSee)", () => {
     expect(canSee(deviceScope, ownedToken(tokenRow()))).toBe(false);
   });
 
-  it("the operator sees every tenant", () => {
-    expect(canSee({ kind: "all" }, ownedDevice(deviceRow({ tenant_id: OTHER_TENANT })))).toBe(true);
-  });
-
   it("narrows listings the same way", () => {
-    expect(listScope({ kind: "all" })).toEqual({ tenantId: null, ownerSubjectId: null, deviceId: null });
     expect(listScope(tenantScope)).toEqual({ tenantId: TENANT, ownerSubjectId: null, deviceId: null });
     expect(listScope(ownerScope)).toEqual({ tenantId: TENANT, ownerSubjectId: CLIENT, deviceId: null });
     expect(listScope(deviceScope)).toEqual({ tenantId: TENANT, ownerSubjectId: null, deviceId: DEVICE });
@@ -154,18 +132,16 @@ describe("who may see a record (canSee)", () => {
 });
 
 describe("acting on a device", () => {
-  it("records the actor: the operator, the device, or the subject", () => {
-    expect(actorOf({ kind: "all" })).toBe("operator");
+  it("records the actor: the device, or the subject", () => {
     expect(actorOf({ kind: "device", tenantId: TENANT, deviceId: DEVICE })).toBe(DEVICE);
     expect(actorOf({ kind: "owner", tenantId: TENANT, subjectId: CLIENT })).toBe(CLIENT);
     expect(actorOf({ kind: "tenant", tenantId: TENANT, subjectId: USER })).toBe(USER);
   });
 
-  it("lets a device hold only its own lease (another id is NOT_FOUND), the operator any", () => {
+  it("lets a device hold only its own lease (another id is NOT_FOUND)", () => {
     expect(leaseHolder({ kind: "device", tenantId: TENANT, deviceId: DEVICE }, DEVICE)).toBe(DEVICE);
     const other = refusal(() => leaseHolder({ kind: "device", tenantId: TENANT, deviceId: DEVICE }, DEVICE2));
     expect(other.code).toBe(status.NOT_FOUND);
-    expect(leaseHolder({ kind: "all" }, DEVICE2)).toBe(DEVICE2);
   });
 
   it("issues enroll tokens for the caller, or any subject named by a user, never another by a client", () => {

@@ -49,12 +49,11 @@ describe("audit trail", () => {
     expect(all.nextPageToken).toBe("");
   });
 
-  it("shows a CLIENT only what it owns and the operator everything", async () => {
+  it("shows a CLIENT only what it owns and the operator nothing", async () => {
     const mine = await h.audit.listAuditEvents({}, as(t.client));
     expect(mine.events).toHaveLength(3);
     expect(mine.events.every((e) => e.owner?.subjectId === t.client.subjectId)).toBe(true);
-    const operator = await h.audit.listAuditEvents({ pageSize: 500 }, as(OPERATOR));
-    expect(operator.events.length).toBe(8);
+    await expectStatus(h.audit.listAuditEvents({ pageSize: 500 }, as(OPERATOR)), status.PERMISSION_DENIED);
     await expectStatus(h.audit.listAuditEvents({}, bearer(a.token)), status.PERMISSION_DENIED);
   });
 

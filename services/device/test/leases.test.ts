@@ -75,7 +75,7 @@ describe("connection leases", () => {
     expect(BigInt(transitions[0]?.cursor ?? 0) < BigInt(transitions[1]?.cursor ?? 0)).toBe(true);
   });
 
-  it("lets only the device itself (or the operator) hold its lease", async () => {
+  it("lets only the device itself hold its lease (not the operator)", async () => {
     const t = tenant();
     const device = await enrolledDevice(h, t.client);
     const other = await enrolledDevice(h, t.client);
@@ -93,8 +93,8 @@ describe("connection leases", () => {
         )
       ).message,
     ).toMatch(/^device_id:/);
-    const byOperator = await h.devices.acquireConnection({ deviceId: device.id }, as(OPERATOR));
-    expect(byOperator.generation).toBe(1n);
+    await expectStatus(h.devices.acquireConnection({ deviceId: device.id }, as(OPERATOR)), status.PERMISSION_DENIED);
+    expect((await h.devices.acquireConnection({ deviceId: device.id }, bearer(device.token))).generation).toBe(1n);
   });
 
   it("expires a lease: heartbeats after expiry are stale, the sweep turns it offline once and says so", async () => {
@@ -128,11 +128,11 @@ describe("connection leases", () => {
     const { generation } = await h.devices.acquireConnection({ deviceId: device.id }, bearer(device.token));
     const revoked = await h.devices.revokeDevice({ deviceId: device.id, reason: "stolen" }, as(t.user));
     expect(revoked.device).toMatchObject({ online: false, connectionGeneration: generation + 1n });
-    expect((await h.devices.heartbeatConnection({ deviceId: device.id, generation }, as(OPERATOR))).ok).toBe(false);
-    expect(
-      (await h.devices.heartbeatConnection({ deviceId: device.id, generation: generation + 1n }, as(OPERATOR))).ok,
-    ).toBe(false);
-    await expectStatus(h.devices.acquireConnection({ deviceId: device.id }, as(OPERATOR)), status.FAILED_PRECONDITION);
+    await expectStatus(
+      h.devices.heartbeatConnection({ deviceId: device.id, generation }, as(OPERATOR)),
+      status.PERMISSION_DENIED,
+    );
+    await expectStatus(h.devices.acquireConnection({ deviceId: device.id }, as(OPERATOR)), status.PERMISSION_DENIED);
     await expectStatus(
       h.devices.heartbeatConnection({ deviceId: device.id, generation }, bearer(device.token)),
       status.UNAUTHENTICATED,

@@ -73,9 +73,10 @@ describe("placement, rebind and run claims", () => {
     const b = await enrolledDevice(h, t.client);
     const s = session();
     await h.placement.placeSession({ rootSessionId: s, deviceId: a.id }, as(t.client));
-    for (const caller of [as(t.client), as(t.user), bearer(a.token), as(OPERATOR)]) {
+    for (const caller of [as(t.client), as(t.user), bearer(a.token)]) {
       expect((await h.placement.getPlacement({ rootSessionId: s }, caller)).placement?.deviceId).toBe(a.id);
     }
+    await expectStatus(h.placement.getPlacement({ rootSessionId: s }, as(OPERATOR)), status.PERMISSION_DENIED);
     for (const caller of [as(t.client2), as(other.user), bearer(b.token)]) {
       await expectStatus(h.placement.getPlacement({ rootSessionId: s }, caller), status.NOT_FOUND);
     }
@@ -220,18 +221,15 @@ describe("placement, rebind and run claims", () => {
     expect(await count(h, "placements", "device_id = $1", [a.id])).toBe(0);
   });
 
-  it("lets the operator place on any device, owned by the device's owner", async () => {
+  it("refuses the operator: it manages tenants, not their placements", async () => {
     const t = tenant();
     const a = await enrolledDevice(h, t.client);
     const s = session();
-    const placed = await h.placement.placeSession({ rootSessionId: s, deviceId: a.id }, as(OPERATOR));
-    expect(placed.outcome).toBe(PlaceSessionOutcome.BOUND);
-    expect(placed.placement?.owner).toMatchObject({ tenantId: t.tenantId, subjectId: t.client.subjectId });
-    const actor = await h.sql.query<{ actor_id: string }>(
-      "SELECT actor_id FROM audit_events WHERE event_type = 'session_placed' AND root_session_id = $1",
-      [s],
+    await expectStatus(
+      h.placement.placeSession({ rootSessionId: s, deviceId: a.id }, as(OPERATOR)),
+      status.PERMISSION_DENIED,
     );
-    expect(actor).toEqual([{ actor_id: "operator" }]);
+    expect(await count(h, "placements", "device_id = $1", [a.id])).toBe(0);
   });
 
   it("100 concurrent rebinds with the same expected rev: exactly one rebound, rev + 1, one audit row", async () => {

@@ -61,6 +61,12 @@ export const gatewayEnv = registerEnv({
     origins,
     "",
   ),
+  mcpAllowedOrigins: envVar(
+    "GATEWAY_MCP_ALLOWED_ORIGINS",
+    "Origins allowed to use /mcp from a browser (`*` for any); any other Origin gets 403, none (agents) is allowed.",
+    origins,
+    "",
+  ),
   maxBodyBytes: envVar(
     "GATEWAY_MAX_BODY_BYTES",
     "Largest accepted request body (Connect and MCP), bytes.",

@@ -25,6 +25,7 @@ import { EdgeAuthenticator } from "./auth";
 import { clientAddress } from "./client-address";
 import type { gatewayEnv } from "./config";
 import { applyCors } from "./cors";
+import { guardDecoding } from "./decode-guard";
 import { LeaseTable } from "./fleet/leases";
 import { SharedStore } from "./fleet/shared";
 import { StreamCaps } from "./fleet/streams";
@@ -104,19 +105,24 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     presence: createClient(Health, gateway.presenceAddress),
   };
   const connect = connectNodeAdapter({
-    routes: forwardingRoutes({
-      upstreams,
-      auth,
-      limiter,
-      internalKey: options.internalKey,
-      defaultTimeoutMs: gateway.requestTimeoutMs,
-      onStream: (delta) => metrics.openStreams.inc({ kind: "connect" }, delta),
-    }),
+    routes: guardDecoding(
+      forwardingRoutes({
+        upstreams,
+        auth,
+        limiter,
+        internalKey: options.internalKey,
+        defaultTimeoutMs: gateway.requestTimeoutMs,
+        onStream: (delta) => metrics.openStreams.inc({ kind: "connect" }, delta),
+      }),
+      gateway.maxBodyBytes,
+    ),
     contextValues: (request) => createContextValues().set(PEER, clientAddress(request, gateway.trustedProxies)),
     grpc: false,
     grpcWeb: true,
     connect: true,
     readMaxBytes: gateway.maxBodyBytes,
+    // An unknown field or enum name is an error, never a silently dropped filter (DESIGN §10).
+    jsonOptions: { ignoreUnknownFields: false },
   });
 
   const sse: SseDeps = {
@@ -141,6 +147,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     logger,
     timeoutMs: gateway.requestTimeoutMs,
     maxBodyBytes: gateway.maxBodyBytes,
+    allowedOrigins: gateway.mcpAllowedOrigins,
     onStream: (delta) => metrics.openStreams.inc({ kind: "mcp" }, delta),
     onResume: () => metrics.upstreamResumes.inc({ kind: "mcp" }),
     onSessionEvent: (event) => metrics.mcpSessions.inc({ event }),

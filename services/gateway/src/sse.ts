@@ -56,7 +56,7 @@ function writeFrame(response: ServerResponse, frame: SseFrame): boolean {
 }
 
 /** The cursor to resume from: `?after=` wins over `Last-Event-ID`; undefined when neither is given. */
-function resumeCursor(request: IncomingMessage, url: URL): string | undefined {
+export function resumeCursor(request: Pick<IncomingMessage, "headers">, url: URL): string | undefined {
   const after = url.searchParams.get("after");
   if (after !== null) return after;
   const last = request.headers["last-event-id"];

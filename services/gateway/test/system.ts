@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { startCube } from "@unimatrix/cube";
 import { startDevice } from "@unimatrix/device";
 import { type RunningGateway, startGateway } from "@unimatrix/gateway";
@@ -33,8 +36,18 @@ export interface System {
 export type GatewayOverrides = Partial<ReturnType<typeof readConfig<typeof gatewayEnv>>>;
 
 /** Starts the whole system for one suite. */
-export async function startSystem(label: string, overrides: GatewayOverrides = {}): Promise<System> {
-  const config = testConfig({ busPrefix: testBusPrefix(label), operatorToken: OPERATOR_TOKEN });
+export async function startSystem(
+  label: string,
+  overrides: GatewayOverrides = {},
+  store: "postgres" | "embedded" = "postgres",
+): Promise<System> {
+  const embedded = store === "embedded" ? mkdtempSync(join(tmpdir(), `umx-${label}-`)) : undefined;
+  const config = testConfig({
+    busPrefix: testBusPrefix(label),
+    operatorToken: OPERATOR_TOKEN,
+    // The embedded store: a PGlite directory per service under a fresh folder.
+    ...(embedded ? { databaseUrl: undefined, dataDir: embedded } : {}),
+  });
   const schemas: TestSchema[] = [];
   const schema = (name: string) => {
     const s = testSchema(`${label}_${name}`);
@@ -43,11 +56,35 @@ export async function startSystem(label: string, overrides: GatewayOverrides = {
   };
   const logger = silentLogger();
   const cubeSchema = schema("cube");
-  const [cube, device, presence] = await Promise.all([
-    startCube({ config, port: 0, schema: cubeSchema, logger }),
-    startDevice({ config, port: 0, schema: schema("device"), logger }),
-    startPresence({ config, port: 0, schema: schema("presence"), logger }),
-  ]);
+  const starts = [
+    () => startCube({ config, port: 0, schema: cubeSchema, logger }),
+    () => startDevice({ config, port: 0, schema: schema("device"), logger }),
+    () => startPresence({ config, port: 0, schema: schema("presence"), logger }),
+  ] as const;
+  // PGlite's start-up holds the event loop (wasm): one at a time, so no bus connect times out meanwhile.
+  // A failed start stops what did start, so a broken suite leaves nothing running.
+  const started: RunningService[] = [];
+  const start = async <S extends RunningService>(run: () => Promise<S>) => {
+    const service = await run();
+    started.push(service);
+    return service;
+  };
+  let cube: Awaited<ReturnType<(typeof starts)[0]>>;
+  let device: Awaited<ReturnType<(typeof starts)[1]>>;
+  let presence: Awaited<ReturnType<(typeof starts)[2]>>;
+  try {
+    if (embedded) {
+      cube = await start(starts[0]);
+      device = await start(starts[1]);
+      presence = await start(starts[2]);
+    } else {
+      [cube, device, presence] = await Promise.all([start(starts[0]), start(starts[1]), start(starts[2])]);
+    }
+  } catch (error) {
+    await Promise.allSettled(started.map((s) => s.stop()));
+    for (const s of schemas) await s.drop().catch(() => {});
+    throw error;
+  }
   const gateway = await startGateway({
     config,
     gateway: {
@@ -76,6 +113,7 @@ export async function startSystem(label: string, overrides: GatewayOverrides = {
       await gateway.stop();
       await Promise.all([cube.stop(), device.stop(), presence.stop()]);
       for (const s of schemas) await s.drop();
+      if (embedded) rmSync(embedded, { recursive: true, force: true });
     },
   };
 }

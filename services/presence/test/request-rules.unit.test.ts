@@ -1,8 +1,10 @@
 import { create } from "@bufbuild/protobuf";
 import { status } from "@grpc/grpc-js";
 import { LinkRequestSchema } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import { RegisterMachineRequestSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import { DomainError, PageTokens, pageSize, requireUuid } from "@unimatrix/service-kit";
 import { issueToken, type Principal } from "@unimatrix/service-kit/auth";
+import { checkRequest } from "@unimatrix/service-kit/grpc";
 import { requireMachine, requireTenant } from "../src/rules/access";
 import { heartbeatMissed, heartbeatSeconds, validateHello, validateLater } from "../src/rules/link";
 import {
@@ -60,12 +62,16 @@ describe("request fields", () => {
     }
   });
 
-  test("machine names: 1-200 characters, not blank, no control characters", () => {
-    expect(validateName("build-01")).toBe("build-01");
-    expect(validateName("é".repeat(200))).toBe("é".repeat(200));
-    expect(validateName("🤖".repeat(200))).toBe("🤖".repeat(200));
+  test("machine names: 1-200 characters, not blank, no control characters (the contract and the service together)", () => {
+    const both = (name: string) => {
+      checkRequest(RegisterMachineRequestSchema, create(RegisterMachineRequestSchema, { name }));
+      return validateName(name);
+    };
+    expect(both("build-01")).toBe("build-01");
+    expect(both("é".repeat(200))).toBe("é".repeat(200));
+    expect(both("🤖".repeat(200))).toBe("🤖".repeat(200));
     for (const bad of ["", "   ", "a".repeat(201), "a\u0000b", "a\nb", "tab\there"]) {
-      const error = failure(() => validateName(bad));
+      const error = failure(() => both(bad));
       expect(error.code).toBe(status.INVALID_ARGUMENT);
       expect(error.message).toMatch(/^name: /);
     }
@@ -124,15 +130,19 @@ describe("link rules", () => {
     create(LinkRequestSchema, { event: { case: "hello", value: { agentVersion, hostname } } });
   const heartbeat = create(LinkRequestSchema, { event: { case: "heartbeat", value: {} } });
 
-  test("hello first, with bounded fields; never again", () => {
-    expect(() => validateHello(hello("umx/1", "host"))).not.toThrow();
-    expect(() => validateHello(hello("v".repeat(100), "h".repeat(255)))).not.toThrow();
+  test("hello first, with bounded fields (the contract's rules); never again", () => {
+    const checked = (message: ReturnType<typeof hello>) => () => {
+      checkRequest(LinkRequestSchema, message);
+      validateHello(message);
+    };
+    expect(checked(hello("umx/1", "host"))).not.toThrow();
+    expect(checked(hello("v".repeat(100), "h".repeat(255)))).not.toThrow();
     expect(failure(() => validateHello(heartbeat)).message).toMatch(/^hello: /);
-    expect(failure(() => validateHello(hello("v".repeat(101), "h"))).message).toMatch(/^hello.agent_version: /);
-    expect(failure(() => validateHello(hello("v", "h".repeat(256)))).message).toMatch(/^hello.hostname: /);
-    expect(() => validateHello(hello("", ""))).not.toThrow();
-    expect(failure(() => validateHello(hello("v\u0000", "h"))).message).toMatch(/^hello.agent_version: /);
-    expect(failure(() => validateHello(hello("v", "host\nname"))).message).toMatch(/^hello.hostname: /);
+    expect(failure(checked(hello("v".repeat(101), "h"))).message).toMatch(/^hello.agent_version: /);
+    expect(failure(checked(hello("v", "h".repeat(256)))).message).toMatch(/^hello.hostname: /);
+    expect(checked(hello("", ""))).not.toThrow();
+    expect(failure(checked(hello("v\u0000", "h"))).message).toMatch(/^hello.agent_version: /);
+    expect(failure(checked(hello("v", "host\nname"))).message).toMatch(/^hello.hostname: /);
     expect(() => validateLater(heartbeat)).not.toThrow();
     expect(failure(() => validateLater(hello("v", "h"))).message).toMatch(/^hello: /);
   });

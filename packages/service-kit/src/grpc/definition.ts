@@ -1,5 +1,6 @@
 import { create, type DescMessage, type DescService, fromBinary, toBinary } from "@bufbuild/protobuf";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
+import { UndecodableRequest } from "./request-rules";
 
 /** The gRPC path of a method: `/<package.Service>/<Method>`. */
 export const methodPath = (service: DescService, name: string) => `/${service.typeName}/${name}`;
@@ -32,6 +33,20 @@ function deserializer(schema: DescMessage) {
 }
 
 /**
+ * A server's request decoder: grpc-js answers INTERNAL for a throwing deserializer, so an
+ * undecodable request becomes a marker that the request rules turn into INVALID_ARGUMENT.
+ */
+function requestDeserializer(schema: DescMessage) {
+  return (bytes: Buffer) => {
+    try {
+      return fromBinary(schema, bytes);
+    } catch (error) {
+      return new UndecodableRequest(schema.typeName, error instanceof Error ? error.message : String(error));
+    }
+  };
+}
+
+/**
  * A `@grpc/grpc-js` service definition built from a protobuf-es service descriptor: no generated
  * stubs, the same descriptor on both sides. Keys are the methods' local (camelCase) names.
  */
@@ -43,7 +58,7 @@ export function serviceDefinition(service: DescService): ServiceDefinition {
       requestStream: method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming",
       responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
       requestSerialize: serializer(method.input),
-      requestDeserialize: deserializer(method.input),
+      requestDeserialize: requestDeserializer(method.input),
       responseSerialize: serializer(method.output),
       responseDeserialize: deserializer(method.output),
       originalName: method.name,

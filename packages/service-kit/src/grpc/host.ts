@@ -18,6 +18,7 @@ import { TRACEPARENT_HEADER } from "../observe/trace";
 import { serviceDefinition } from "./definition";
 import { HealthRegistry, healthImpl } from "./health";
 import { reflectionImpl } from "./reflection";
+import { withRequestRules } from "./request-rules";
 import { toCallStatus } from "./status";
 
 /** What every handler receives besides its request. */
@@ -349,7 +350,8 @@ export class GrpcHost {
     const handlers: grpc.UntypedServiceImplementation = {};
     for (const method of service.methods) {
       const fn = (impl as Record<string, unknown>)[method.localName] as ((...args: never[]) => unknown) | undefined;
-      handlers[method.localName] = this.#handler(service, method.name, method.methodKind, method.output, fn);
+      const checked = withRequestRules(method, fn); // the contract's rules, before the handler
+      handlers[method.localName] = this.#handler(service, method.name, method.methodKind, method.output, checked);
     }
     return handlers;
   }

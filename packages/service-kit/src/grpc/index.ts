@@ -2,8 +2,10 @@
 export { isShutdown, ShutdownReason } from "../errors";
 export * from "./client";
 export * from "./definition";
+export * from "./field-rules";
 export * from "./health";
 export * from "./host";
 export * from "./reflection";
+export * from "./request-rules";
 export * from "./route";
 export * from "./status";

@@ -1,6 +1,8 @@
 /** `@unimatrix/service-kit/testing`: isolation (own schema, own bus prefix), callers, status checks, stream collectors, the seeder, the system starter, the span recorder. */
 export * from "./calls";
 export * from "./isolation";
+export * from "./public-services";
+export * from "./requests";
 export * from "./seed";
 export * from "./spans";
 export * from "./system";

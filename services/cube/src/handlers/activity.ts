@@ -16,7 +16,7 @@ import { subscribeActivity } from "../live/subscribe";
 import { encodeCursor } from "../rules/cursor";
 import { checkEntry } from "../rules/entry";
 import { OffsetPages } from "../rules/paging";
-import { boundedBytes, MAX_MESSAGE_BYTES, name } from "../rules/request";
+import { name } from "../rules/request";
 import { appendEntry, readActivity, readUnread } from "../store/activity";
 import { listDecisions, recordDecision } from "../store/decisions";
 import { ackEntry, claimEntry, releaseClaim } from "../store/reactions";
@@ -93,8 +93,8 @@ export function activityHandlers(
 
     async recordDecision(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
-      const title = name("title", request.title, 500);
-      const rationale = boundedBytes("rationale", request.rationale, MAX_MESSAGE_BYTES);
+      const title = name("title", request.title);
+      const rationale = request.rationale;
       const entryId = optionalUuid("entry_id", request.entryId);
       const decision = await recordDecision(deps, await ctx.principal(), cubeId, { title, rationale, entryId });
       return { decision: decisionToWire(decision) };

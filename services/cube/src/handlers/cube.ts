@@ -7,7 +7,7 @@ import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { attachToWire, cubeToWire, dronesSinceToWire, droneToWire, roleToWire } from "../convert";
 import { MANAGE } from "../rules/access";
 import { OffsetPages } from "../rules/paging";
-import { boundedBytes, enumValue, MAX_DOCUMENT_BYTES, name, shortText } from "../rules/request";
+import { enumValue, name } from "../rules/request";
 import type { SectionOp } from "../rules/sections";
 import { taxonomy } from "../rules/taxonomy";
 import { createCube, getCube, listCubes, updateCube } from "../store/cubes";
@@ -31,8 +31,8 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
   return {
     async createCube(request, ctx) {
       const requestKey = requireUuid("request_key", request.requestKey);
-      const cubeName = name("name", request.name, 200);
-      const directive = boundedBytes("directive", request.directive, MAX_DOCUMENT_BYTES);
+      const cubeName = name("name", request.name);
+      const directive = request.directive;
       const taxonomyJson =
         request.taxonomyJson === undefined || request.taxonomyJson === ""
           ? undefined
@@ -63,8 +63,7 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
 
     async updateCube(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
-      const directive =
-        request.directive === undefined ? undefined : boundedBytes("directive", request.directive, MAX_DOCUMENT_BYTES);
+      const directive = request.directive;
       const taxonomyJson =
         request.taxonomyJson === undefined || request.taxonomyJson === ""
           ? request.taxonomyJson
@@ -76,9 +75,9 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
     async createRole(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const fields: RoleFields = {
-        name: name("name", request.name, 100),
-        shortDescription: shortText("short_description", request.shortDescription, 500),
-        detailedDescription: boundedBytes("detailed_description", request.detailedDescription, MAX_DOCUMENT_BYTES),
+        name: name("name", request.name),
+        shortDescription: request.shortDescription,
+        detailedDescription: request.detailedDescription,
         roleClass:
           request.roleClass === RoleClass.UNSPECIFIED
             ? "worker"
@@ -96,15 +95,9 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const roleId = requireUuid("role_id", request.roleId);
       const change: Partial<RoleFields> = {};
-      if (request.name !== undefined) change.name = name("name", request.name, 100);
-      if (request.shortDescription !== undefined)
-        change.shortDescription = shortText("short_description", request.shortDescription, 500);
-      if (request.detailedDescription !== undefined)
-        change.detailedDescription = boundedBytes(
-          "detailed_description",
-          request.detailedDescription,
-          MAX_DOCUMENT_BYTES,
-        );
+      if (request.name !== undefined) change.name = name("name", request.name);
+      if (request.shortDescription !== undefined) change.shortDescription = request.shortDescription;
+      if (request.detailedDescription !== undefined) change.detailedDescription = request.detailedDescription;
       if (request.roleClass !== undefined)
         change.roleClass = className(enumValue("role_class", request.roleClass, CLASSES));
       if (request.isDefault !== undefined) change.isDefault = request.isDefault;
@@ -134,9 +127,7 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       const section = request.section.trim();
       if (section === "" || section.includes("\n"))
         throw new InvalidArgumentError("section", "must be one non-empty line");
-      shortText("section", section, 200);
       if (op === "remove" && request.text !== "") throw new InvalidArgumentError("text", "must be empty for REMOVE");
-      boundedBytes("text", request.text, MAX_DOCUMENT_BYTES);
       const role = await patchRoleSection(deps, await ctx.principal(), cubeId, roleId, op, section, request.text);
       return { role: roleToWire(role) };
     },
@@ -145,7 +136,7 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const roleId = optionalUuid("role_id", request.roleId);
       const priorDroneId = optionalUuid("prior_drone_id", request.priorDroneId);
-      const hostname = shortText("hostname", request.hostname, 255);
+      const hostname = request.hostname;
       const result = await attachSeat(deps, await ctx.principal(), {
         cubeId,
         roleId,

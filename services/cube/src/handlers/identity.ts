@@ -37,8 +37,8 @@ export function identityHandlers(
   const grantPages = new OffsetPages(deps.internalKey, "ListCubeGrants");
   return {
     async createTenant(request, ctx) {
-      const tenantName = name("name", request.name, 200);
-      const adminName = name("admin_display_name", request.adminDisplayName, 200);
+      const tenantName = name("name", request.name);
+      const adminName = name("admin_display_name", request.adminDisplayName);
       const principal = await ctx.principal();
       if (principal.kind !== "operator") throw new PermissionDeniedError("only the operator creates tenants");
       const { tenant, user, token } = await createTenant(deps, tenantName, adminName);
@@ -49,14 +49,14 @@ export function identityHandlers(
       const userId = optionalUuid("user_id", request.userId);
       if (userId && request.displayName !== "")
         throw new InvalidArgumentError("display_name", "must be empty when user_id is set");
-      const displayName = userId ? undefined : name("display_name", request.displayName, 200);
+      const displayName = userId ? undefined : name("display_name", request.displayName);
       const tenantId = userTenantOf(await ctx.principal());
       const { user, token } = await issueUserToken(deps, tenantId, { userId, displayName });
       return { user: userToWire(user), token };
     },
 
     async issueClient(request, ctx) {
-      const clientName = name("name", request.name, 200);
+      const clientName = name("name", request.name);
       const tenantId = userTenantOf(await ctx.principal());
       const { client, token } = await issueClient(deps, tenantId, clientName);
       return { client: clientToWire(client), token };

@@ -44,6 +44,8 @@ export class StreamSink implements ActivityListener {
     readonly cubeId: string,
     start: bigint,
     viewer: Viewer,
+    /** The client credential the stream was opened with (a rotation ends the stream). */
+    private readonly credentialId?: string,
   ) {
     this.last = start;
     this.viewer = viewer;
@@ -123,7 +125,7 @@ export class StreamSink implements ActivityListener {
   }
 
   async #recheck(): Promise<void> {
-    const reason = await revokedReason(this.deps, this.principal).catch(() => undefined);
+    const reason = await revokedReason(this.deps, this.principal, this.credentialId).catch(() => undefined);
     if (reason === undefined) return;
     if (reason === null) {
       try {

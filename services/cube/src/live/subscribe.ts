@@ -9,6 +9,7 @@ import { READ } from "../rules/access";
 import { viewerOf } from "../rules/visibility";
 import { requireAccess } from "../store/access";
 import { loadItems, positionOf, scanVisible } from "../store/activity";
+import { streamCredential } from "../store/identity";
 import type { ActivityFeed } from "./feed";
 import { type Event, StreamSink } from "./sink";
 
@@ -30,8 +31,9 @@ export function subscribeActivity(
     const principal = await ctx.principal();
     const s = await requireAccess(deps.prisma, principal, cubeId, READ, "reading");
     const start = request.after === undefined ? BigInt(s.cube.head) : positionOf("after", s, request.after);
+    const credentialId = await streamCredential(deps, principal);
     const release = await limiter.acquire(credentialKey(principal));
-    const sink = new StreamSink(deps, principal, cubeId, start, viewerOf(s));
+    const sink = new StreamSink(deps, principal, cubeId, start, viewerOf(s), credentialId);
     const onAbort = () => sink.signal();
     ctx.signal.addEventListener("abort", onAbort);
     const heartbeat = setInterval(() => sink.heartbeat(), deps.config.heartbeatMs);

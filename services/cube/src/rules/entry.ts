@@ -1,6 +1,6 @@
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { InvalidArgumentError, requireUuid } from "@unimatrix/service-kit";
-import { boundedBytes, charLength, MAX_MESSAGE_BYTES } from "./request";
+import { charLength, name } from "./request";
 
 /** The most recipients of one DIRECT entry. */
 export const MAX_RECIPIENTS = 100;
@@ -26,7 +26,7 @@ export interface EntryRequest {
  * INVALID_ARGUMENT naming the first bad field.
  */
 export function checkEntry(request: EntryRequest): NewEntry {
-  const message = boundedBytes("message", request.message, MAX_MESSAGE_BYTES, true);
+  const message = name("message", request.message);
   let visibility: "broadcast" | "direct";
   if (request.visibility === Visibility.BROADCAST) visibility = "broadcast";
   else if (request.visibility === Visibility.DIRECT) visibility = "direct";

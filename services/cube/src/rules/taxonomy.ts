@@ -1,9 +1,7 @@
 import { InvalidArgumentError } from "@unimatrix/service-kit";
-import { boundedBytes, MAX_DOCUMENT_BYTES } from "./request";
 
 /** A taxonomy: a JSON object as text within 100,000 bytes; returns its canonical text. */
 export function taxonomy(field: string, value: string): string {
-  boundedBytes(field, value, MAX_DOCUMENT_BYTES);
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);

@@ -259,14 +259,25 @@ export function listClients(
   });
 }
 
-/** Why a principal's credential no longer works (a reason), or null while it still does. */
-export async function revokedReason(deps: CubeDeps, principal: Principal): Promise<string | null> {
+/** Why a principal's credential no longer works (a reason), or null while it still does (for a client, still `credentialId` when given). */
+export async function revokedReason(
+  deps: CubeDeps,
+  principal: Principal,
+  credentialId?: string,
+): Promise<string | null> {
   if (principal.kind === "drone-session") {
     return (await sessionUsable(deps, principal.subjectId, deps.clock.now())) ? null : "drone session revoked";
   }
   if (principal.kind === "client") {
     const client = await deps.prisma.apiClient.findUnique({ where: { id: principal.subjectId } });
-    return client && !client.revokedAt ? null : "client revoked";
+    if (!client || client.revokedAt) return "client revoked";
+    return credentialId !== undefined && client.credentialId !== credentialId ? "client credential rotated" : null;
   }
   return null;
+}
+
+/** The credential a client principal's stream is opened with (a later rotation ends the stream); none for other kinds. */
+export async function streamCredential(deps: CubeDeps, principal: Principal): Promise<string | undefined> {
+  if (principal.kind !== "client") return undefined;
+  return (await deps.prisma.apiClient.findUnique({ where: { id: principal.subjectId } }))?.credentialId;
 }

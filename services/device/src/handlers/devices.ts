@@ -8,7 +8,7 @@ import { actorOf, CALLERS, leaseHolder, scopeOf } from "../rules/access";
 import { platform, statusFilter } from "../rules/catalog";
 import { heartbeatIntervalSeconds } from "../rules/leases";
 import { deviceFilters, pageOf } from "../rules/paging";
-import { publicKey, required, text } from "../rules/request";
+import { trimmed } from "../rules/request";
 import type { DeviceDeps } from "../service";
 import { authenticateDevice, enrollDevice, getDevice, listDevices, revokeDevice } from "../store/devices";
 import { acquireLease, heartbeatLease, releaseLease } from "../store/leases";
@@ -19,10 +19,9 @@ export function deviceHandlers(deps: DeviceDeps): ServiceImpl<typeof DeviceServi
   const heartbeatEvery = heartbeatIntervalSeconds(leaseSeconds);
   return {
     async enrollDevice(request) {
-      required("enroll_token", request.enrollToken);
-      const key = publicKey(request.publicKey);
+      const key = request.publicKey;
       const os = platform(request.platform);
-      const displayName = text("display_name", request.displayName, 200);
+      const displayName = trimmed("display_name", request.displayName);
       const token = parseToken(request.enrollToken);
       if (token?.kind !== "enroll") throw new UnauthenticatedError("enroll_token is malformed");
       const now = clock.now();
@@ -55,7 +54,7 @@ export function deviceHandlers(deps: DeviceDeps): ServiceImpl<typeof DeviceServi
     async revokeDevice(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.revokeDevice);
       const id = requireUuid("device_id", request.deviceId);
-      const reason = text("reason", request.reason, 500, 1);
+      const reason = trimmed("reason", request.reason, true);
       const now = clock.now();
       const revoked = await revokeDevice(db, scope, id, reason, actorOf(scope), now);
       await publisher.publish(revoked.notes);
@@ -63,7 +62,6 @@ export function deviceHandlers(deps: DeviceDeps): ServiceImpl<typeof DeviceServi
     },
 
     async authenticate(request) {
-      required("token", request.token);
       const token = parseToken(request.token);
       if (token?.kind !== "device") throw new UnauthenticatedError("token is not a device credential");
       const device = await authenticateDevice(db, token);

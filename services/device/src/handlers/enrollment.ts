@@ -1,27 +1,31 @@
 import type { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
-import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit";
+import { NotFoundError, optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { toEnrollToken } from "../convert";
 import { actorOf, CALLERS, scopeOf, tokenOwner } from "../rules/access";
 import { ttlSeconds } from "../rules/enroll";
 import { pageOf } from "../rules/paging";
-import { text } from "../rules/request";
+import { trimmed } from "../rules/request";
 import type { DeviceDeps } from "../service";
-import { issueEnrollToken, listUnusedTokens, revokeEnrollToken } from "../store/tokens";
+import { issueEnrollToken, knownSubject, listUnusedTokens, revokeEnrollToken } from "../store/tokens";
 
-/** EnrollmentService: USER and CLIENT principals of a tenant (the operator may revoke a token). */
+/** EnrollmentService: USER and CLIENT principals of a tenant (the operator none). */
 export function enrollmentHandlers(deps: DeviceDeps): ServiceImpl<typeof EnrollmentService> {
   const { db, clock, pages } = deps;
   return {
     async issueEnrollToken(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.issueEnrollToken);
       const ttl = ttlSeconds(request.ttlSeconds);
-      const label = text("label", request.label, 200);
-      const named = optionalUuid("owner_subject_id", request.ownerSubjectId) ?? null;
+      const label = trimmed("label", request.label);
+      const owner = tokenOwner(scope, optionalUuid("owner_subject_id", request.ownerSubjectId) ?? null);
+      // A USER may name itself or a subject its tenant's device records know (never another tenant's).
+      if (owner !== scope.subjectId && !(await knownSubject(db, scope.tenantId, owner))) {
+        throw new NotFoundError(`owner_subject_id ${owner} not found`);
+      }
       const { row, token } = await issueEnrollToken(db, {
         tenantId: scope.tenantId,
-        ownerSubjectId: tokenOwner(scope, named),
+        ownerSubjectId: owner,
         actorId: actorOf(scope),
         ttlSeconds: ttl,
         label,

@@ -3,7 +3,6 @@ import { requireUuid } from "@unimatrix/service-kit";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { BEGIN_OUTCOME, END_OUTCOME, PLACE_OUTCOME, REBIND_OUTCOME, toPlacement } from "../convert";
 import { actorOf, CALLERS, scopeOf } from "../rules/access";
-import { expectedRev, opaqueId } from "../rules/request";
 import type { DeviceDeps } from "../service";
 import { beginRun, endRun, getPlacement, placeSession, rebindSession } from "../store/placements";
 
@@ -13,7 +12,7 @@ export function placementHandlers(deps: DeviceDeps): ServiceImpl<typeof Placemen
   return {
     async placeSession(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.placeSession);
-      const session = opaqueId("root_session_id", request.rootSessionId);
+      const session = request.rootSessionId;
       const device = requireUuid("device_id", request.deviceId);
       const result = await placeSession(db, scope, session, device, actorOf(scope), clock.now());
       await publisher.publish(result.notes);
@@ -23,15 +22,15 @@ export function placementHandlers(deps: DeviceDeps): ServiceImpl<typeof Placemen
 
     async getPlacement(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.getPlacement);
-      const row = await getPlacement(db, scope, opaqueId("root_session_id", request.rootSessionId));
+      const row = await getPlacement(db, scope, request.rootSessionId);
       return { placement: toPlacement(row) };
     },
 
     async rebindSession(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.rebindSession);
-      const session = opaqueId("root_session_id", request.rootSessionId);
+      const session = request.rootSessionId;
       const device = requireUuid("device_id", request.deviceId);
-      const rev = expectedRev(request.expectedRev);
+      const rev = request.expectedRev;
       const result = await rebindSession(db, scope, session, device, rev, actorOf(scope), clock.now());
       await publisher.publish(result.notes);
       if (result.outcome === "gone") return { outcome: REBIND_OUTCOME.gone };
@@ -44,8 +43,8 @@ export function placementHandlers(deps: DeviceDeps): ServiceImpl<typeof Placemen
 
     async beginRun(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.beginRun);
-      const session = opaqueId("root_session_id", request.rootSessionId);
-      const run = opaqueId("run_id", request.runId);
+      const session = request.rootSessionId;
+      const run = request.runId;
       const result = await beginRun(db, scope, session, run, actorOf(scope), clock.now());
       await publisher.publish(result.notes);
       if (result.outcome === "gone") return { outcome: BEGIN_OUTCOME.gone };
@@ -54,8 +53,8 @@ export function placementHandlers(deps: DeviceDeps): ServiceImpl<typeof Placemen
 
     async endRun(request, ctx) {
       const scope = scopeOf(await ctx.principal(), CALLERS.endRun);
-      const session = opaqueId("root_session_id", request.rootSessionId);
-      const run = opaqueId("run_id", request.runId);
+      const session = request.rootSessionId;
+      const run = request.runId;
       const result = await endRun(db, scope, session, run, actorOf(scope), clock.now());
       await publisher.publish(result.notes);
       if (result.outcome === "gone") return { outcome: END_OUTCOME.gone };

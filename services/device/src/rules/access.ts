@@ -4,11 +4,11 @@ import type { DeviceRow, EnrollTokenRow, PlacementRow } from "../store/rows";
 
 /**
  * What a caller may see and change. A USER sees its whole tenant; a CLIENT what it owns (owner
- * subject = its id); a DEVICE itself; the OPERATOR everything. Records outside the scope answer
- * NOT_FOUND, never PERMISSION_DENIED, so nobody learns that they exist.
+ * subject = its id); a DEVICE itself; the OPERATOR nothing (it manages tenants, not their data: every
+ * device RPC answers it PERMISSION_DENIED). Records outside the scope answer NOT_FOUND, never
+ * PERMISSION_DENIED, so nobody learns that they exist.
  */
 export type Scope =
-  | { readonly kind: "all" }
   | { readonly kind: "tenant"; readonly tenantId: string; readonly subjectId: string }
   | { readonly kind: "owner"; readonly tenantId: string; readonly subjectId: string }
   | { readonly kind: "device"; readonly tenantId: string; readonly deviceId: string };
@@ -20,19 +20,19 @@ export type ScopeKind = Scope["kind"];
 export const CALLERS = {
   issueEnrollToken: ["tenant", "owner"],
   listEnrollTokens: ["tenant", "owner"],
-  revokeEnrollToken: ["tenant", "owner", "all"],
-  getDevice: ["all", "tenant", "owner", "device"],
-  listDevices: ["all", "tenant", "owner", "device"],
-  revokeDevice: ["all", "tenant", "owner", "device"],
-  acquireConnection: ["device", "all"],
-  heartbeatConnection: ["device", "all"],
-  releaseConnection: ["device", "all"],
-  placeSession: ["all", "tenant", "owner"],
-  getPlacement: ["all", "tenant", "owner", "device"],
-  rebindSession: ["all", "tenant", "owner"],
-  beginRun: ["all", "tenant", "owner"],
-  endRun: ["all", "tenant", "owner"],
-  listAuditEvents: ["all", "tenant", "owner"],
+  revokeEnrollToken: ["tenant", "owner"],
+  getDevice: ["tenant", "owner", "device"],
+  listDevices: ["tenant", "owner", "device"],
+  revokeDevice: ["tenant", "owner", "device"],
+  acquireConnection: ["device"],
+  heartbeatConnection: ["device"],
+  releaseConnection: ["device"],
+  placeSession: ["tenant", "owner"],
+  getPlacement: ["tenant", "owner", "device"],
+  rebindSession: ["tenant", "owner"],
+  beginRun: ["tenant", "owner"],
+  endRun: ["tenant", "owner"],
+  listAuditEvents: ["tenant", "owner"],
 } as const satisfies Record<string, readonly ScopeKind[]>;
 
 /** The scope of a principal, or PERMISSION_DENIED for kinds that have no business here. */
@@ -47,7 +47,7 @@ export function scopeOf<K extends ScopeKind>(principal: Principal, allowed: read
 function toScope(principal: Principal): Scope | null {
   switch (principal.kind) {
     case "operator":
-      return { kind: "all" };
+      return null; // the operator manages tenants, not their data: no device RPC is open to it
     case "user":
       return { kind: "tenant", tenantId: principal.tenantId, subjectId: principal.subjectId };
     case "client":
@@ -69,8 +69,6 @@ export interface Owned {
 /** True when the scope may see the record. */
 export function canSee(scope: Scope, record: Owned): boolean {
   switch (scope.kind) {
-    case "all":
-      return true;
     case "tenant":
       return record.tenantId === scope.tenantId;
     case "owner":
@@ -83,8 +81,6 @@ export function canSee(scope: Scope, record: Owned): boolean {
 /** The subject recorded as the actor of a change. */
 export function actorOf(scope: Scope): string {
   switch (scope.kind) {
-    case "all":
-      return "operator";
     case "device":
       return scope.deviceId;
     default:
@@ -108,11 +104,11 @@ export function ownedToken(row: EnrollTokenRow): Owned {
 }
 
 /**
- * The device whose lease a caller may hold: a DEVICE only its own (another id is NOT_FOUND), the
- * operator any. `deviceId` is already a validated UUID.
+ * The device whose lease a caller may hold: a DEVICE only its own (another id is NOT_FOUND).
+ * `deviceId` is already a validated UUID.
  */
-export function leaseHolder(scope: Extract<Scope, { kind: "device" | "all" }>, deviceId: string): string {
-  if (scope.kind === "device" && scope.deviceId !== deviceId) throw new NotFoundError(`device ${deviceId} not found`);
+export function leaseHolder(scope: Extract<Scope, { kind: "device" }>, deviceId: string): string {
+  if (scope.deviceId !== deviceId) throw new NotFoundError(`device ${deviceId} not found`);
   return deviceId;
 }
 
@@ -128,16 +124,16 @@ export function tokenOwner(scope: Extract<Scope, { kind: "tenant" | "owner" }>, 
 }
 
 /**
- * Rows a listing may return for a scope: the tenant (null = every tenant), the owner and the
- * device it is narrowed to (null = no narrowing). The SQL of each list applies these.
+ * Rows a listing may return for a scope: the tenant, the owner and the device it is narrowed to
+ * (null = no narrowing). The SQL of each list applies these.
  */
 export function listScope(scope: Scope): {
-  readonly tenantId: string | null;
+  readonly tenantId: string;
   readonly ownerSubjectId: string | null;
   readonly deviceId: string | null;
 } {
   return {
-    tenantId: scope.kind === "all" ? null : scope.tenantId,
+    tenantId: scope.tenantId,
     ownerSubjectId: scope.kind === "owner" ? scope.subjectId : null,
     deviceId: scope.kind === "device" ? scope.deviceId : null,
   };

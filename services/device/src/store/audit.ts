@@ -36,8 +36,8 @@ export async function writeAudit(tx: Tx, event: AuditInput): Promise<bigint> {
 
 /** Filters of ListAuditEvents, already validated. */
 export interface AuditFilter {
-  /** null = every tenant (operator). */
-  readonly tenantId: string | null;
+  /** The caller's tenant. */
+  readonly tenantId: string;
   /** Only rows owned by this subject (CLIENT callers). */
   readonly ownerSubjectId: string | null;
   readonly deviceId: string | null;
@@ -51,8 +51,7 @@ export interface AuditFilter {
 
 /** Audit rows matching the filter, newest first (by seq). */
 export async function listAudit(db: Db, filter: AuditFilter): Promise<AuditRow[]> {
-  const where: Prisma.Sql[] = [Prisma.sql`TRUE`];
-  if (filter.tenantId) where.push(Prisma.sql`tenant_id = ${filter.tenantId}::uuid`);
+  const where: Prisma.Sql[] = [Prisma.sql`tenant_id = ${filter.tenantId}::uuid`];
   if (filter.ownerSubjectId) where.push(Prisma.sql`owner_subject_id = ${filter.ownerSubjectId}::uuid`);
   if (filter.deviceId) where.push(Prisma.sql`device_id = ${filter.deviceId}::uuid`);
   if (filter.types.length > 0) where.push(Prisma.sql`event_type IN (${Prisma.join([...filter.types])})`);

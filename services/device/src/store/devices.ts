@@ -114,8 +114,7 @@ export async function listDevices(
   limit: number,
 ): Promise<DeviceRow[]> {
   const only = listScope(scope);
-  const where: Prisma.Sql[] = [Prisma.sql`TRUE`];
-  if (only.tenantId) where.push(Prisma.sql`tenant_id = ${only.tenantId}::uuid`);
+  const where: Prisma.Sql[] = [Prisma.sql`tenant_id = ${only.tenantId}::uuid`];
   if (only.ownerSubjectId) where.push(Prisma.sql`owner_subject_id = ${only.ownerSubjectId}::uuid`);
   if (only.deviceId) where.push(Prisma.sql`id = ${only.deviceId}::uuid`);
   if (status) where.push(Prisma.sql`status = ${status}`);

@@ -7,7 +7,7 @@
  * prefix (run claims take no device lock) but never takes an earlier lock after a later one.
  */
 import { randomUUID } from "node:crypto";
-import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import { NotFoundError } from "@unimatrix/service-kit";
 import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
 import type { DeviceNote } from "../live/notes";
@@ -20,19 +20,6 @@ const DEVICE = Prisma.raw(DEVICE_COLUMNS);
 const PLACEMENT =
   Prisma.raw(`p.tenant_id::text, p.root_session_id, p.device_id::text, p.owner_subject_id::text, p.rev, p.placed_at,
   p.updated_at`);
-
-/**
- * The tenant a root session id is looked up in: the caller's, or for the operator the one tenant
- * that placed it (null when none did; FAILED_PRECONDITION when several did).
- */
-async function tenantOf(db: Db | Tx, scope: Scope, rootSessionId: string): Promise<string | null> {
-  if (scope.kind !== "all") return scope.tenantId;
-  const rows = await db.$queryRaw<{ tenant_id: string }[]>`
-    SELECT tenant_id::text FROM placements WHERE root_session_id = ${rootSessionId} LIMIT 2`;
-  if (rows.length > 1)
-    throw new FailedPreconditionError(`root_session_id ${rootSessionId} is placed in several tenants`);
-  return rows[0]?.tenant_id ?? null;
-}
 
 async function lockDevice(tx: Tx, deviceId: string): Promise<DeviceRow | undefined> {
   const [row] = await tx.$queryRaw<DeviceRow[]>`SELECT ${DEVICE} FROM devices WHERE id = ${deviceId}::uuid FOR SHARE`;
@@ -143,8 +130,7 @@ async function readPlacement(db: Db | Tx, tenantId: string, rootSessionId: strin
 
 /** The placement of a root session in scope, or NOT_FOUND. */
 export async function getPlacement(db: Db, scope: Scope, rootSessionId: string): Promise<PlacementRow> {
-  const tenantId = await tenantOf(db, scope, rootSessionId);
-  const row = tenantId ? await readPlacement(db, tenantId, rootSessionId) : undefined;
+  const row = await readPlacement(db, scope.tenantId, rootSessionId);
   if (!row || !canSee(scope, ownedPlacement(row)))
     throw new NotFoundError(`root session ${rootSessionId} is not placed`);
   return row;
@@ -175,8 +161,7 @@ export function rebindSession(
   now: Date,
 ): Promise<RebindResult> {
   return inTransaction(db, async (tx): Promise<RebindResult> => {
-    const tenantId = await tenantOf(tx, scope, rootSessionId);
-    if (!tenantId) return { outcome: "gone", notes: [] };
+    const tenantId = scope.tenantId;
     // 1. device row, 2. placement row, 3. run claim.
     const device = await lockDevice(tx, deviceId);
     const found = await lockPlacement(tx, tenantId, rootSessionId);
@@ -277,8 +262,7 @@ function changeRun<O extends string>(
   step: RunStep<O>,
 ): Promise<RunResult<O>> {
   return inTransaction(db, async (tx): Promise<RunResult<O>> => {
-    const tenantId = await tenantOf(tx, scope, rootSessionId);
-    if (!tenantId) return { outcome: "gone", notes: [] };
+    const tenantId = scope.tenantId;
     // 2. placement row, 3. run claim (no device lock needed: the device row is not read).
     const locked = await lockPlacement(tx, tenantId, rootSessionId);
     if (!locked || !canSee(scope, ownedPlacement(locked))) return { outcome: "gone", notes: [] };

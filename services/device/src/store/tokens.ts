@@ -93,3 +93,17 @@ export async function revokeEnrollToken(
     return revoked;
   });
 }
+
+/**
+ * True when `subjectId` has acted or owned something in the tenant's device records (its audit
+ * trail): the subjects this context knows belong to the tenant. The directory of users and
+ * clients lives in cube; until device can ask it, a USER may name only these subjects.
+ */
+export async function knownSubject(db: Db, tenantId: string, subjectId: string): Promise<boolean> {
+  const [row] = await db.$queryRaw<{ known: boolean }[]>`
+    SELECT EXISTS (
+      SELECT 1 FROM audit_events
+      WHERE tenant_id = ${tenantId}::uuid AND (owner_subject_id = ${subjectId}::uuid OR actor_id = ${subjectId})
+    ) AS known`;
+  return row?.known === true;
+}

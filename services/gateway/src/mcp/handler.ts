@@ -18,6 +18,8 @@ export interface McpDeps extends PushDeps {
   readonly trusted: TrustedProxies;
   /** Counts session starts and ends on this replica (a metric). */
   readonly onSessionEvent?: (event: "opened" | "closed" | "refused") => void;
+  /** Origins allowed to use `/mcp` from a browser (`*` = any); a request without Origin is allowed. */
+  readonly allowedOrigins: readonly string[];
 }
 
 /** The version the gateway reports to MCP clients. */
@@ -82,6 +84,11 @@ export function mcpHandler(deps: McpDeps) {
   };
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
+    // DNS-rebinding protection (MCP spec): a browser's Origin must be on the allow-list.
+    const origin = request.headers.origin;
+    if (origin !== undefined && !deps.allowedOrigins.includes("*") && !deps.allowedOrigins.includes(origin)) {
+      return jsonError(response, 403, -32000, `origin ${origin} is not allowed`);
+    }
     const sessionId = request.headers["mcp-session-id"];
     let credentialKey: string;
     try {

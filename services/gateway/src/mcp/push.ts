@@ -172,7 +172,13 @@ export async function servePush(
           } else if (event.case === "heartbeat") {
             write(": heartbeat\n\n");
           } else if (event.case === "accessRevoked") {
-            send("warning", { event: "access_revoked", message: "the seat's access was revoked; attach again" });
+            // Say why pushing stops (rotation, eviction, revocation) instead of going quiet.
+            const { reason } = event.value;
+            send("warning", {
+              event: "access_revoked",
+              reason,
+              message: "the seat's access was revoked; attach again",
+            });
             return end();
           }
         }

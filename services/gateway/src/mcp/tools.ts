@@ -2,17 +2,22 @@ import { type DescMessage, type MessageShape, toJson } from "@bufbuild/protobuf"
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import {
+  AppendEntryRequestSchema,
   ClaimOutcome,
   ListDecisionsResponseSchema,
   ReadActivityResponseSchema,
   ReadUnreadResponseSchema,
+  RecordDecisionRequestSchema,
   ReleaseOutcome,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import {
   AttachSeatOutcome,
+  AttachSeatRequestSchema,
+  GetCubeRequestSchema,
   GetCubeResponseSchema,
   ListCubesResponseSchema,
   ListDronesResponseSchema,
+  UpdateCubeRequestSchema,
   UpdateCubeResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import {
@@ -22,12 +27,18 @@ import {
   RoleSchema,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { GetPlacementResponseSchema } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
+import {
+  GetPlacementRequestSchema,
+  GetPlacementResponseSchema,
+} from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
 import { ListMachinesResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
+import { maxItems } from "@unimatrix/service-kit";
 import { z } from "zod";
+import { contractString } from "./contract-schema";
 import type { McpSession } from "./session";
 
-const uuid = z.string().uuid();
+// Every id of the contract carries the same rule (canonical lowercase UUID).
+const uuid = contractString(GetCubeRequestSchema, "cube_id");
 const pageSize = z.number().int().min(1).max(500).optional().describe("Most items to return (default 50).");
 const pageToken = z.string().optional().describe("next_page_token from a previous call.");
 
@@ -99,7 +110,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
         .regex(/^umx_drone_[A-Za-z0-9-]+_[A-Za-z0-9-]+$/, "must be a saved umx_drone_… session token")
         .optional()
         .describe("The session_token a previous seat_attach returned: resumes that seat (outcome reused)."),
-      hostname: z.string().max(255).optional(),
+      hostname: contractString(AttachSeatRequestSchema, "hostname").optional(),
     },
     async (input, signal) => {
       const reply = await session.attach(input.cube_id, input.role_id, {
@@ -132,10 +143,16 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "log_post",
     "Post to the cube's activity log: broadcast to everyone, or direct to listed drones.",
     {
-      message: z.string().min(1).max(32_768),
+      message: contractString(AppendEntryRequestSchema, "message"),
       visibility: z.enum(["broadcast", "direct"]).default("broadcast"),
-      recipients: z.array(uuid).max(100).optional().describe("Drone ids; required for direct."),
-      kind: z.string().max(64).optional().describe("A message kind from the cube's taxonomy."),
+      recipients: z
+        .array(contractString(AppendEntryRequestSchema, "recipient_drone_ids"))
+        .max(maxItems(AppendEntryRequestSchema, "recipient_drone_ids") ?? 100)
+        .optional()
+        .describe("Drone ids; required for direct."),
+      kind: contractString(AppendEntryRequestSchema, "kind")
+        .optional()
+        .describe("A message kind from the cube's taxonomy."),
     },
     async (input, signal) => {
       const reply = await session.upstreams.activity.appendEntry(
@@ -232,7 +249,11 @@ export function registerTools(server: McpServer, session: McpSession): void {
   tool(
     "decision_record",
     "Record a decision, optionally tied to the entry it settles.",
-    { title: z.string().min(1).max(200), rationale: z.string().max(32_768).default(""), entry_id: uuid.optional() },
+    {
+      title: contractString(RecordDecisionRequestSchema, "title"),
+      rationale: contractString(RecordDecisionRequestSchema, "rationale").default(""),
+      entry_id: uuid.optional(),
+    },
     async (input, signal) => {
       const reply = await session.upstreams.activity.recordDecision(
         {
@@ -263,7 +284,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
   tool(
     "directive_update",
     "Replace a cube's directive (manage access). Defaults to your seat's cube.",
-    { directive: z.string().max(100_000), cube_id: uuid.optional() },
+    { directive: contractString(UpdateCubeRequestSchema, "directive"), cube_id: uuid.optional() },
     async (input, signal) => {
       const reply = await session.upstreams.cube.updateCube(
         { cubeId: session.cubeId(input.cube_id), directive: input.directive },
@@ -291,11 +312,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "device_placement_get",
     "Which device a root agent session is placed on.",
     {
-      root_session_id: z
-        .string()
-        .min(1)
-        .max(128)
-        .regex(/^[A-Za-z0-9._:-]+$/),
+      root_session_id: contractString(GetPlacementRequestSchema, "root_session_id"),
     },
     async (input, signal) => {
       const reply = await session.upstreams.placement.getPlacement(

@@ -1,19 +1,14 @@
 import type { LinkRequest } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import { InvalidArgumentError, requireText } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit";
 
-/** Text of a hello field: optional, one line, no control characters, at most `chars` characters. */
-function helloText(field: string, value: string, chars: number): void {
-  requireText(field, value, { optional: true, multiline: false, maxBytes: chars * 4 });
-  if ([...value].length > chars) throw new InvalidArgumentError(field, `must be at most ${chars} characters`);
-}
-
-/** The first message of a link: a `hello` whose fields fit; INVALID_ARGUMENT naming the field otherwise. */
+/**
+ * The first message of a link must be a `hello` (its fields' lengths and characters are the
+ * contract's rules, checked in the kit for every message); INVALID_ARGUMENT naming `hello` otherwise.
+ */
 export function validateHello(message: LinkRequest): void {
   if (message.event.case !== "hello") {
     throw new InvalidArgumentError("hello", "must be the first message of a link");
   }
-  helloText("hello.agent_version", message.event.value.agentVersion, 100);
-  helloText("hello.hostname", message.event.value.hostname, 255);
 }
 
 /** A later message of a link: `hello` again is INVALID_ARGUMENT naming `hello`. */
