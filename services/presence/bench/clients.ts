@@ -35,6 +35,9 @@ async function main() {
   const links = createClient(LinkService, job.address);
   const samples: number[] = [];
   const watchers: { cancel(): void }[] = [];
+  /** Per watcher, the cursors of the transitions it received (exactly-once check). */
+  const seen: Set<string>[] = [];
+  let duplicates = 0;
   let ready = 0;
   for (let i = 0; i < job.watchers; i++) {
     const metadata = attachPrincipal(
@@ -48,12 +51,16 @@ async function main() {
     );
     const stream = machines.watchMachines({}, { metadata });
     watchers.push(stream as unknown as { cancel(): void });
+    const mine = new Set<string>();
+    seen.push(mine);
     stream.on("data", (event: WatchMachinesResponse) => {
       const c = event.event.case;
       if (c === "machineReady") ready += 1;
       else if ((c === "machineLinked" || c === "machineUnlinked") && event.event.value.at) {
         const at = Number(event.event.value.at.seconds) * 1000 + event.event.value.at.nanos / 1e6;
         samples.push(Date.now() - at);
+        if (mine.has(event.event.value.cursor)) duplicates += 1;
+        mine.add(event.event.value.cursor);
       }
     });
     stream.on("error", () => {});
@@ -85,11 +92,23 @@ async function main() {
     if (wait > 0) await sleep(wait);
   }
   if (!job.drive) await sleep(job.seconds * 1000);
-  for (const call of open) call?.end();
+  let ends = 0;
+  for (const call of open) {
+    if (call) ends += 1;
+    call?.end();
+  }
   await sleep(1500);
   for (const w of watchers) w.cancel();
   process.stdout.write(
-    `${JSON.stringify({ p50: pct(samples, 50), p99: pct(samples, 99), count: samples.length, driven: n, samples })}\n`,
+    `${JSON.stringify({
+      p50: pct(samples, 50),
+      p99: pct(samples, 99),
+      count: samples.length,
+      driven: job.drive ? n + ends : 0,
+      duplicates,
+      perWatcher: seen.map((s) => s.size),
+      samples,
+    })}\n`,
   );
   machines.close();
   links.close();
