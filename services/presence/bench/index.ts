@@ -165,7 +165,7 @@ async function main() {
       const exact = result.duplicates === 0 && result.perWatcher.every((n) => n === result.driven);
       if (!exact) failed = true;
       line(
-        `| ${watcherCount} | ${ms(result.p50)} | ${ms(result.p99)} | ${result.count}/${result.driven * watcherCount}${exact ? "" : \` FAILED (\${result.duplicates} dup, \${result.perWatcher.filter((n) => n !== result.driven).length} watchers off)\`} | ${ms(pct(raw, 50))} | ${ms(pct(raw, 99))} |`,
+        `| ${watcherCount} | ${ms(result.p50)} | ${ms(result.p99)} | ${result.count}/${result.driven * watcherCount}${exact ? "" : ` FAILED (${result.duplicates} dup, ${result.perWatcher.filter((n) => n !== result.driven).length} watchers off)`} | ${ms(pct(raw, 50))} | ${ms(pct(raw, 99))} |`,
       );
       figures.push([`presence.watch.p50_ms.w${watcherCount}`, result.p50, "ms"]);
       figures.push([`presence.watch.p99_ms.w${watcherCount}`, result.p99, "ms"]);
@@ -205,12 +205,13 @@ async function main() {
     }
     line(`\nload ${loadAverage()}`);
     for (const [name, value, unit] of figures) bench(name, value, unit);
-  } finally 
+  } finally {
     machines.close();
     links.close();
     await db.end();
     await service.stop();
     await schema.drop();
+  }
 }
 
 /**
