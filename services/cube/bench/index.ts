@@ -40,6 +40,8 @@ const CURVE_RATE = Number(process.env.BENCH_CURVE_RATE ?? 50);
 const CURVE = (process.env.BENCH_SUBSCRIBERS ?? "1,10,100,1000").split(",").map(Number);
 const POOL = 10; // the service's pool size (kit default); the floor gets the same.
 const STREAMS_PER_CLIENT = 10; // MAX_STREAMS_PER_CREDENTIAL
+/** `BENCH_ONLY=append`: only the append figures (for `node --cpu-prof` of the append path). */
+const ONLY = process.env.BENCH_ONLY;
 
 const as = (token: string) => ({ metadata: { authorization: `Bearer ${token}` } });
 const fmt = (n: number, d = 0) => n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
@@ -129,6 +131,13 @@ async function main() {
       appendCpu = Math.min(appendCpu, (used.user + used.system) / r.latencies.length);
       appendRate = Math.max(appendRate, r.perSecond);
       appendFloor = Math.max(appendFloor, (await closedLoop(CONCURRENCY, SECONDS, floorAppend)).perSecond);
+    }
+
+    if (ONLY === "append") {
+      bench("cube.append.per_s", appendRate, "1/s");
+      bench("cube.append.floor_share", appendRate / appendFloor, "ratio");
+      bench("cube.append.cpu_us", appendCpu, "us");
+      return;
     }
 
     // 2. GetCube, sequential, vs the floor's one SELECT.

@@ -240,7 +240,7 @@ async function runClients(
     });
     const done = new Promise<{ samples: number[]; driven: number; duplicates: number; perWatcher: number[] }>(
       (resolve, reject) =>
-        child.on("exit", (code) =>
+        child.on("close", (code) =>
           code === 0 ? resolve(JSON.parse(out.trim().split("\n").at(-1) ?? "{}")) : reject(new Error(`exit ${code}`)),
         ),
     );
