@@ -5,6 +5,7 @@ import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity
 import { defineService, type StartedService, type StartServiceOptions, startService } from "@unimatrix/service-kit";
 import { principalResolver } from "@unimatrix/service-kit/auth";
 import { route } from "@unimatrix/service-kit/grpc";
+import { rawQuery } from "@unimatrix/service-kit/store";
 import { type CubeConfig, cubeEnv, readCubeConfig } from "./config";
 import { activityHandlers } from "./handlers/activity";
 import { cubeHandlers } from "./handlers/cube";
@@ -32,6 +33,7 @@ export const cubeService = defineService<CubeConfig>({
     const prisma = openPrisma(database);
     const deps: CubeDeps = {
       prisma,
+      fast: rawQuery(database),
       clock,
       bus,
       logger,

@@ -97,7 +97,18 @@ async function main() {
     if (call) ends += 1;
     call?.end();
   }
-  await sleep(1500);
+  // Let every transition in flight land: wait until the watchers agree and nothing arrived for
+  // a second (deadline 60 s), so a slow run reports latency, not misses.
+  const total = () => seen.reduce((n, set) => n + set.size, 0);
+  const deadline = performance.now() + 60_000;
+  let last = -1;
+  for (;;) {
+    await sleep(1000);
+    const now = total();
+    const agreed = seen.every((set) => set.size === seen[0]?.size);
+    if ((now === last && agreed) || performance.now() > deadline) break;
+    last = now;
+  }
   for (const w of watchers) w.cancel();
   process.stdout.write(
     `${JSON.stringify({
