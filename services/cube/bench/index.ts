@@ -40,7 +40,7 @@ const CURVE_RATE = Number(process.env.BENCH_CURVE_RATE ?? 50);
 const CURVE = (process.env.BENCH_SUBSCRIBERS ?? "1,10,100,1000").split(",").map(Number);
 const POOL = 10; // the service's pool size (kit default); the floor gets the same.
 const STREAMS_PER_CLIENT = 10; // MAX_STREAMS_PER_CREDENTIAL
-/** `BENCH_ONLY=append`: only the append figures (for `node --cpu-prof` of the append path). */
+/** `BENCH_ONLY=append`: only the append figures (for `node --cpu-prof`); `rpc`: append and GetCube. */
 const ONLY = process.env.BENCH_ONLY;
 
 const as = (token: string) => ({ metadata: { authorization: `Bearer ${token}` } });
@@ -157,6 +157,19 @@ async function main() {
       if (g.perSecond > get.perSecond) get = g;
       const f = await closedLoop(1, SECONDS, floorGet);
       if (f.perSecond > getFloor.perSecond) getFloor = f;
+    }
+
+    if (ONLY === "rpc") {
+      process.stdout.write(`cube bench (rpc only): ${SECONDS} s per figure, load ${loadAverage()}\n`);
+      bench("cube.append.per_s", appendRate, "1/s");
+      bench("cube.append.floor_per_s", appendFloor, "1/s");
+      bench("cube.append.floor_share", appendRate / appendFloor, "ratio");
+      bench("cube.append.cpu_us", appendCpu, "us");
+      bench("cube.getcube.per_s", get.perSecond, "1/s");
+      bench("cube.getcube.p50_ms", pct(get.latencies, 50), "ms");
+      bench("cube.getcube.floor_per_s", getFloor.perSecond, "1/s");
+      bench("cube.getcube.floor_share", get.perSecond / getFloor.perSecond, "ratio");
+      return;
     }
 
     // 3. Append→delivery: N subscribers at a fixed append rate; each delivery counted per stream.
