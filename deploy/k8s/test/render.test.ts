@@ -77,9 +77,9 @@ describe("rendering", () => {
       for (const probe of ["startupProbe", "livenessProbe", "readinessProbe"])
         expect(get(c, `${probe}.grpc`)).toEqual({ port });
       expect(get(deployment, "spec.replicas")).toBe(2);
-      // preStop 5 s + ceil(grace 10000 / 1000) + margin 5.
-      expect(get(deployment, "spec.template.spec.terminationGracePeriodSeconds")).toBe(20);
-      expect(get(c, "lifecycle.preStop.exec.command")).toEqual(["sleep", "5"]);
+      // preStop 2 s + ceil((drain delay 5000 + grace 10000) / 1000) + margin 5.
+      expect(get(deployment, "spec.template.spec.terminationGracePeriodSeconds")).toBe(22);
+      expect(get(c, "lifecycle.preStop.exec.command")).toEqual(["sleep", "2"]);
       // The secrets, then the service's own settings from services.<name>.env.
       const own = Object.keys((get(minimal, `services.${service}.env`) ?? {}) as Values).sort(); // Helm ranges maps in key order
       expect(envOf(deployment).map((e) => e.name)).toEqual([
@@ -126,6 +126,8 @@ describe("rendering", () => {
       UMX_BIND_HOST: "0.0.0.0",
       UMX_BUS_PREFIX: "umx",
       UMX_DATA_DIR: "./data",
+      UMX_DRAIN_DELAY_MS: "5000",
+      UMX_GRPC_MAX_CONNECTION_AGE_MS: "300000",
       UMX_SHUTDOWN_GRACE_MS: "10000",
     });
   });
@@ -143,21 +145,17 @@ describe("rendering", () => {
     );
   });
 
-  test("the termination grace follows the drain: preStop + ceil(drain) + margin", () => {
+  test("the termination grace follows the drain: preStop + ceil(drain delay + grace) + margin", () => {
     const docs = manifests(example("production.yaml"));
     const grace = get(
       find(docs, "Deployment", "umx-unimatrix-cube"),
       "spec.template.spec.terminationGracePeriodSeconds",
     );
-    expect(grace).toBe(10 + Math.ceil(25000 / 1000) + 10);
+    expect(grace).toBe(10 + Math.ceil((5000 + 25000) / 1000) + 10);
     const odd = manifests(withValue(minimal, "config.env.UMX_SHUTDOWN_GRACE_MS", "12001"));
     expect(
       get(find(odd, "Deployment", "umx-unimatrix-device"), "spec.template.spec.terminationGracePeriodSeconds"),
-    ).toBe(5 + Math.ceil(12001 / 1000) + 5);
-    const delayed = manifests(withValue(minimal, "config.env.UMX_DRAIN_DELAY_MS", 5000));
-    expect(
-      get(find(delayed, "Deployment", "umx-unimatrix-device"), "spec.template.spec.terminationGracePeriodSeconds"),
-    ).toBe(5 + Math.ceil((5000 + 10000) / 1000) + 5);
+    ).toBe(2 + Math.ceil((5000 + 12001) / 1000) + 5);
   });
 
   test("the chart's Secret holds the four settings; the migration hook Secret only the database URL", () => {

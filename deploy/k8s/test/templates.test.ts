@@ -175,7 +175,7 @@ describe("what the manifests say", () => {
     const drainMs = Number(env.UMX_DRAIN_DELAY_MS ?? 0) + Number(env.UMX_SHUTDOWN_GRACE_MS);
     const grace = shutdown.preStopSleepSeconds + Math.ceil(drainMs / 1000) + shutdown.extraGraceSeconds;
     expect(grace).toBeGreaterThan(shutdown.preStopSleepSeconds + drainMs / 1000);
-    expect(grace).toBe(5 + 10 + 5);
+    expect(grace).toBe(2 + 15 + 5);
   });
 
   test("Services declare appProtocol grpc (and a headless twin) for the gRPC services, http for the gateway", () => {

@@ -92,6 +92,18 @@ export const commonEnv = {
     millisSchema,
     "10000",
   ),
+  drainDelayMs: envVar(
+    "UMX_DRAIN_DELAY_MS",
+    "On SIGTERM a service answers health NOT_SERVING at once and keeps serving this long (so load balancers and resolvers move away) before its streams get a typed going-away and it stops.",
+    z.coerce.number().int().min(0),
+    "5000",
+  ),
+  grpcMaxConnectionAgeMs: envVar(
+    "UMX_GRPC_MAX_CONNECTION_AGE_MS",
+    "Age after which a service sends a client connection GOAWAY, so clients re-resolve and reach new replicas (0 = never). Streams open on it go on until they end or the replica drains.",
+    z.coerce.number().int().min(0),
+    "300000",
+  ),
 } as const;
 
 type Shape = Record<string, EnvVar>;

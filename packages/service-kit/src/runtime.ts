@@ -167,10 +167,15 @@ export async function bootService(
       clock,
       internalKey,
       operatorToken: config.operatorToken,
+      config,
       metrics,
     };
     const observe = callObserver(metrics, logger.child({ log: "access" }));
-    const booted = await wire(deps, (authenticate) => new GrpcHost({ logger, authenticate, observe }));
+    const booted = await wire(
+      deps,
+      (authenticate) =>
+        new GrpcHost({ logger, authenticate, observe, maxConnectionAgeMs: config.grpcMaxConnectionAgeMs }),
+    );
     const { host } = booted;
     let port: number;
     let metricsServer: MetricsServer | undefined;
@@ -199,7 +204,8 @@ export async function bootService(
       metricsPort: metricsServer?.port,
       stop() {
         stopping ??= (async () => {
-          await host.shutdown(config.shutdownGraceMs);
+          // On the in-process bus there is no other replica to move to: no drain delay.
+          await host.shutdown(config.shutdownGraceMs, config.redisUrl ? config.drainDelayMs : 0);
           await metricsServer?.close();
           await Promise.all(timers.map((stop) => stop()));
           await booted.close();

@@ -16,6 +16,8 @@ export interface ServiceDeps {
   readonly clock: Clock;
   readonly internalKey: string;
   readonly operatorToken: string | undefined;
+  /** The settings every service shares (Redis URL and prefix for fleet-wide state, drain, …). */
+  readonly config: CommonConfig;
   /** The service's Prometheus registry, for its own gauges and counters. */
   readonly metrics: ServiceMetrics;
 }

@@ -1,4 +1,5 @@
-import { type Bus, InProcessBus, RedisBus } from "@unimatrix/service-kit";
+import * as net from "node:net";
+import { type Bus, busStats, InProcessBus, openBus, RedisBus } from "@unimatrix/service-kit";
 import { eventually, TEST_REDIS_URL, testBusPrefix } from "@unimatrix/service-kit/testing";
 import { Redis } from "ioredis";
 
@@ -136,6 +137,106 @@ describe("redis bus reconnect", () => {
       expect(bus.healthy()).toBe(false);
     } finally {
       await bus.close();
+    }
+  });
+});
+
+/** A TCP port nothing listens on (yet): bound once to learn a free number, then released. */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Forwards `port` to the test Redis once started, so a test decides when Redis "comes up". */
+function redisProxy(port: number) {
+  const target = new URL(TEST_REDIS_URL);
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port || 6379), target.hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
+      s.on("error", () => {});
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    start: () => new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve)),
+    stop: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe("redis bus without redis", () => {
+  it("opens without Redis, rings its own listeners at once and counts the failed publish", async () => {
+    const bus = await openBus({ url: `redis://127.0.0.1:${await freePort()}`, prefix: testBusPrefix("nored") });
+    try {
+      expect(bus.healthy()).toBe(false);
+      const seen: string[] = [];
+      await bus.subscribe("cube:1", (m) => seen.push(m));
+      await expect(bus.publish("cube:1", "local")).rejects.toThrow();
+      await eventually(() => seen.length === 1, "the local delivery");
+      expect(seen).toEqual(["local"]);
+      expect(busStats(bus)).toEqual({ published: 0, publishFailures: 1, reconnects: 0 });
+    } finally {
+      await bus.close();
+    }
+  });
+
+  it("subscribes when Redis comes, tells listeners, and then carries messages between replicas", async () => {
+    const proxy = redisProxy(await freePort());
+    const prefix = testBusPrefix("late");
+    const late = await openBus({ url: proxy.url, prefix });
+    const other = new RedisBus({ url: TEST_REDIS_URL, prefix });
+    try {
+      await other.ready();
+      const seen: string[] = [];
+      let reconnects = 0;
+      late.onReconnect(() => reconnects++);
+      await late.subscribe("cube:7", (m) => seen.push(m));
+      await other.publish("cube:7", "while-down");
+      await proxy.start();
+      await eventually(() => late.healthy() && reconnects === 1, "the late bus to connect", 10_000);
+      await eventually(async () => {
+        await other.publish("cube:7", "after");
+        return seen.includes("after");
+      }, "delivery from another replica");
+      expect(seen).not.toContain("while-down");
+      expect(busStats(late).reconnects).toBe(1);
+    } finally {
+      await late.close();
+      await other.close();
+      await proxy.stop();
+    }
+  });
+
+  it("delivers a replica's own publish once with Redis up (loopback, echo skipped)", async () => {
+    const prefix = testBusPrefix("echo");
+    const a = new RedisBus({ url: TEST_REDIS_URL, prefix });
+    const b = new RedisBus({ url: TEST_REDIS_URL, prefix });
+    try {
+      await Promise.all([a.ready(), b.ready()]);
+      const onA: string[] = [];
+      const onB: string[] = [];
+      await a.subscribe("c", (m) => onA.push(m));
+      await b.subscribe("c", (m) => onB.push(m));
+      const sent = Array.from({ length: 20 }, (_, i) => `m${i}`);
+      for (const m of sent) await a.publish("c", m);
+      // Redis relays a's echoes to a before b's marker (a's publishes were acknowledged first).
+      await b.publish("c", "marker");
+      await eventually(() => onA.includes("marker") && onB.length === 21, "the marker on both");
+      expect(onA).toEqual([...sent, "marker"]);
+      expect(onB).toEqual([...sent, "marker"]);
+      expect(a.stats()).toEqual({ published: 20, publishFailures: 0, reconnects: 0 });
+    } finally {
+      await a.close();
+      await b.close();
     }
   });
 });

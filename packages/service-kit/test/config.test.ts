@@ -14,7 +14,10 @@ describe("config from the environment", () => {
       bindHost: "0.0.0.0",
       logLevel: "info",
       shutdownGraceMs: 10_000,
+      drainDelayMs: 5_000,
+      grpcMaxConnectionAgeMs: 300_000,
     });
+    expect(readConfig(commonEnv, { UMX_DRAIN_DELAY_MS: "0" }).drainDelayMs).toBe(0);
   });
 
   it.each([
@@ -25,6 +28,8 @@ describe("config from the environment", () => {
     ["UMX_OPERATOR_TOKEN", "plain"],
     ["LOG_LEVEL", "loud"],
     ["UMX_SHUTDOWN_GRACE_MS", "-5"],
+    ["UMX_DRAIN_DELAY_MS", "-1"],
+    ["UMX_GRPC_MAX_CONNECTION_AGE_MS", "soon"],
   ])("names %s when it is %j", (name, value) => {
     expect(() => readConfig(commonEnv, { [name]: value })).toThrow(ConfigError);
     expect(() => readConfig(commonEnv, { [name]: value })).toThrow(new RegExp(`^invalid configuration: ${name} `));

@@ -9,13 +9,15 @@ import {
   createClient,
   GrpcHost,
   InvalidArgumentError,
+  isShutdown,
   PRINCIPAL_HEADER,
   type Principal,
   principalResolver,
+  ShutdownReason,
   signPrincipal,
   silentLogger,
 } from "@unimatrix/service-kit";
-import { TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
+import { eventually, TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
 import { EchoService } from "./fixtures/echo-service";
 
 type Str = { value: string };
@@ -294,5 +296,108 @@ describe("gRPC host shutdown", () => {
     ]);
     client.close();
     health.close();
+  });
+});
+
+describe("gRPC host draining", () => {
+  it("answers NOT_SERVING yet keeps serving for the drain delay, then ends streams with ShutdownReason", async () => {
+    const host = new GrpcHost({ logger: silentLogger() });
+    const reasons: unknown[] = [];
+    let started: () => void = () => {};
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    host.addService(EchoService, {
+      async say(request: Str) {
+        return { value: `echo ${request.value}` };
+      },
+      async *count(_request: Num, ctx: CallContext) {
+        yield { value: 1 };
+        started();
+        await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
+        reasons.push(ctx.signal.reason);
+        // The typed going-away a real stream sends.
+        if (isShutdown(ctx.signal)) yield { value: -1 };
+      },
+    } as never);
+    const port = await host.listen("127.0.0.1", 0);
+    const client = createClient(EchoService, `127.0.0.1:${port}`) as unknown as Record<
+      string,
+      (...a: unknown[]) => never
+    > & { close(): void };
+    const health = createClient(Health, `127.0.0.1:${port}`);
+    const stream = client.count!(create(Int32ValueSchema, { value: 1 })) as grpc.ClientReadableStream<Num>;
+    const values: number[] = [];
+    stream.on("data", (m: Num) => values.push(m.value));
+    await running;
+    const stopped = host.shutdown(5_000, 3_000);
+    // Polled like a load balancer: NOT_SERVING shows at once, while calls are still answered.
+    await eventually(
+      async () => (await health.check({ service: "" })).status === HealthCheckResponse_ServingStatus.NOT_SERVING,
+      "NOT_SERVING",
+    );
+    expect((await health.check({ service: "testing.echo.v1.EchoService" })).status).toBe(
+      HealthCheckResponse_ServingStatus.NOT_SERVING,
+    );
+    const answer = await (client.say as unknown as (r: unknown) => Promise<Str>)(
+      create(StringValueSchema, { value: "late" }),
+    );
+    expect(answer.value).toBe("echo late");
+    expect(reasons).toEqual([]);
+    await once(stream, "end");
+    await stopped;
+    expect(values).toEqual([1, -1]);
+    expect(reasons).toHaveLength(1);
+    expect(reasons[0]).toBeInstanceOf(ShutdownReason);
+    client.close();
+    health.close();
+  });
+
+  it("sends an aged connection GOAWAY (clients re-resolve) while its open stream goes on", async () => {
+    const host = new GrpcHost({ logger: silentLogger(), maxConnectionAgeMs: 300 });
+    let started: () => void = () => {};
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    host.addService(EchoService, {
+      async say(request: Str) {
+        return { value: `echo ${request.value}` };
+      },
+      async *count(_request: Num, ctx: CallContext) {
+        yield { value: 1 };
+        started();
+        await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
+      },
+    } as never);
+    const port = await host.listen("127.0.0.1", 0);
+    const client = createClient(EchoService, `127.0.0.1:${port}`) as unknown as Record<
+      string,
+      (...a: unknown[]) => never
+    > & { close(): void; raw: grpc.Client };
+    try {
+      const stream = client.count!(create(Int32ValueSchema, { value: 1 })) as grpc.ClientReadableStream<Num>;
+      let streamError: unknown;
+      stream.on("error", (e) => {
+        streamError = e;
+      });
+      stream.on("data", () => {});
+      await running;
+      const channel = client.raw.getChannel();
+      expect(channel.getConnectivityState(false)).toBe(grpc.connectivityState.READY);
+      // GOAWAY after ~300 ms: the channel leaves READY (to IDLE), so the next call resolves again.
+      await eventually(
+        () => channel.getConnectivityState(false) !== grpc.connectivityState.READY,
+        "the channel to leave READY after GOAWAY",
+      );
+      const answer = await (client.say as unknown as (r: unknown) => Promise<Str>)(
+        create(StringValueSchema, { value: "again" }),
+      );
+      expect(answer.value).toBe("echo again");
+      expect(streamError).toBeUndefined();
+      stream.cancel();
+    } finally {
+      client.close();
+      await host.shutdown(1_000);
+    }
   });
 });

@@ -54,7 +54,7 @@ export class EdgeAuthenticator {
    * is charged first, concurrent lookups of one token share one call, and a refusal is remembered
    * for the cache period too, so a flood of bad tokens cannot turn into a flood of lookups.
    */
-  async authenticate(authorization: string | null | undefined, onMiss?: () => void): Promise<EdgeCaller> {
+  async authenticate(authorization: string | null | undefined, onMiss?: () => Promise<void>): Promise<EdgeCaller> {
     const token = bearerToken(authorization ?? undefined);
     if (!token) throw new UnauthenticatedError("missing bearer token");
     const credentialKey = sha256(token).toString("hex");
@@ -66,8 +66,8 @@ export class EdgeAuthenticator {
     }
     let pending = this.#pending.get(credentialKey);
     if (!pending) {
-      onMiss?.();
-      pending = this.#resolve(token).then(
+      const charged = onMiss?.();
+      pending = (charged ? charged.then(() => this.#resolve(token)) : this.#resolve(token)).then(
         (principal) => {
           this.#remember(credentialKey, principal, this.#options.clock.now().getTime());
           return principal;
@@ -83,6 +83,12 @@ export class EdgeAuthenticator {
       this.#pending.set(credentialKey, pending);
     }
     return { principal: await pending, credentialKey };
+  }
+
+  /** The credential key of an `Authorization` header without resolving it (undefined without a bearer token). */
+  credentialKeyOf(authorization: string | null | undefined): string | undefined {
+    const token = bearerToken(authorization ?? undefined);
+    return token ? sha256(token).toString("hex") : undefined;
   }
 
   /** Forgets every cached answer (tests, and after an operator-initiated revocation). */

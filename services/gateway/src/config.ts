@@ -1,7 +1,21 @@
-import { envVar, millisSchema, portSchema, registerEnv } from "@unimatrix/service-kit";
+import { envVar, isGrpcTarget, millisSchema, portSchema, registerEnv } from "@unimatrix/service-kit";
 import { z } from "zod";
+import { parseCidrs } from "./client-address";
 
-const address = z.string().regex(/^[^\s:]+:\d{1,5}$/, "must be host:port");
+const address = z
+  .string()
+  .refine(
+    isGrpcTarget,
+    "must be a gRPC target: host:port, [::1]:7001, dns:///host:port or ipv4:10.0.0.1:7001,10.0.0.2:7001",
+  );
+const cidrs = z.string().transform((value, ctx) => {
+  try {
+    return parseCidrs(value);
+  } catch (error) {
+    ctx.addIssue({ code: "custom", message: (error as Error).message });
+    return z.NEVER;
+  }
+});
 const origins = z
   .string()
   .transform((value) =>
@@ -23,16 +37,21 @@ export const gatewayEnv = registerEnv({
     portSchema,
     "9100",
   ),
-  cubeAddress: envVar("CUBE_ADDRESS", "host:port of the cube service's gRPC endpoint.", address, "127.0.0.1:7001"),
+  cubeAddress: envVar(
+    "CUBE_ADDRESS",
+    "gRPC target of the cube service: host:port, dns:///headless-service:port (balanced over every pod) or ipv4:a:port,b:port.",
+    address,
+    "127.0.0.1:7001",
+  ),
   deviceAddress: envVar(
     "DEVICE_ADDRESS",
-    "host:port of the device service's gRPC endpoint.",
+    "gRPC target of the device service (same forms as CUBE_ADDRESS).",
     address,
     "127.0.0.1:7002",
   ),
   presenceAddress: envVar(
     "PRESENCE_ADDRESS",
-    "host:port of the presence service's gRPC endpoint.",
+    "gRPC target of the presence service (same forms as CUBE_ADDRESS).",
     address,
     "127.0.0.1:7003",
   ),
@@ -71,5 +90,35 @@ export const gatewayEnv = registerEnv({
     "Deadline of a forwarded unary call when the caller sets none.",
     millisSchema,
     "30000",
+  ),
+  trustedProxies: envVar(
+    "GATEWAY_TRUSTED_PROXIES",
+    "Comma-separated CIDRs of the proxies (ingress controllers) whose X-Forwarded-For is believed for the client address. Empty: the socket address is the client.",
+    cidrs,
+    "",
+  ),
+  maxStreamsPerCredential: envVar(
+    "GATEWAY_MAX_STREAMS_PER_CREDENTIAL",
+    "Open SSE streams one credential may hold across every gateway replica (Redis-counted; per replica while Redis is down).",
+    z.coerce.number().int().min(1),
+    "10",
+  ),
+  streamLeaseMs: envVar(
+    "GATEWAY_STREAM_LEASE_MS",
+    "How long a stream's fleet-wide slot lives unless its gateway renews it (renewed at a third of this): a dead gateway's streams free themselves within it.",
+    z.coerce.number().int().min(1000),
+    "15000",
+  ),
+  mcpIdleMs: envVar(
+    "GATEWAY_MCP_IDLE_MS",
+    "An MCP session unused this long expires (fleet-wide); the client starts a new one.",
+    millisSchema,
+    "1800000",
+  ),
+  mcpMaxSessions: envVar(
+    "GATEWAY_MCP_MAX_SESSIONS",
+    "Open MCP sessions one credential may hold across every gateway replica; a further initialize answers 429.",
+    z.coerce.number().int().min(1),
+    "32",
   ),
 });

@@ -3,8 +3,6 @@ import { Code, ConnectError, type ConnectRouter, createContextKey, type HandlerC
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { Metadata } from "@grpc/grpc-js";
 import {
-  DomainError,
-  isServiceError,
   PRINCIPAL_HEADER,
   type Principal,
   REQUEST_ID_HEADER,
@@ -13,6 +11,7 @@ import {
   signPrincipal,
   TRACEPARENT_HEADER,
 } from "@unimatrix/service-kit";
+import { toStatus } from "@unimatrix/service-kit/grpc";
 import type { EdgeAuthenticator, EdgeCaller } from "./auth";
 import type { RateLimiter } from "./rate-limit";
 import { currentRequest, recordOutcome } from "./request-context";
@@ -39,17 +38,16 @@ export function toConnectError(error: unknown): ConnectError {
 
 function asConnectError(error: unknown): ConnectError {
   if (error instanceof ConnectError) return error;
-  if (error instanceof DomainError) return new ConnectError(error.message, error.code as number as Code);
-  if (isServiceError(error)) return new ConnectError(error.details, error.code as number as Code);
-  return new ConnectError("internal error", Code.Internal);
+  const { code, message } = toStatus(error);
+  return new ConnectError(message, code as number as Code);
 }
 
 /** Carries the client's address from the HTTP request into Connect handlers. */
 export const PEER = createContextKey<string>("", { description: "remote address" });
 
 /** Charges the per-address limit (token lookups, and RPCs whose credential is in the body). */
-export function chargeAddress(limiter: RateLimiter, address: string): void {
-  if (!limiter.take(`addr:${address}`)) {
+export async function chargeAddress(limiter: RateLimiter, address: string): Promise<void> {
+  if (!(await limiter.take(`addr:${address}`))) {
     throw new ResourceExhaustedError("too many requests from this address; slow down");
   }
 }
@@ -62,7 +60,7 @@ export async function callerOf(deps: ForwardDeps, ctx: HandlerContext): Promise<
   const caller = await deps.auth.authenticate(ctx.requestHeader.get("authorization"), () =>
     chargeAddress(deps.limiter, ctx.values.get(PEER)),
   );
-  if (!deps.limiter.take(caller.credentialKey)) {
+  if (!(await deps.limiter.take(caller.credentialKey))) {
     throw new ConnectError("rate limit exceeded for this credential; slow down", Code.ResourceExhausted);
   }
   return caller;
@@ -100,7 +98,7 @@ function forwarder(deps: ForwardDeps, method: DescMethod, call: (...args: unknow
       if (BODY_CREDENTIAL_METHODS.has(`${method.parent.typeName}.${method.name}`)) {
         return (async (request: unknown, ctx: HandlerContext) => {
           try {
-            chargeAddress(deps.limiter, ctx.values.get(PEER));
+            await chargeAddress(deps.limiter, ctx.values.get(PEER));
             const metadata = upstreamMetadata(deps.internalKey, null, ctx.requestHeader.get(REQUEST_ID_HEADER));
             const options = { metadata, deadline: ctx.timeoutMs() ?? deps.defaultTimeoutMs, signal: ctx.signal };
             return await (call(request, options) as Promise<unknown>);

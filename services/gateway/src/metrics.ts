@@ -22,4 +22,20 @@ export class GatewayMetrics {
     labelNames: ["kind"] as const,
     registers: [this.registry],
   });
+  readonly fleetDegraded = new Gauge({
+    name: "unimatrix_gateway_fleet_degraded",
+    help: "1 while Redis is unreachable and rate limits, stream caps and MCP sessions count on this replica only.",
+    registers: [this.registry],
+  });
+  readonly rateLimitFallbacks = new Counter({
+    name: "unimatrix_gateway_rate_limit_fallbacks_total",
+    help: "Requests whose rate limit was counted by this replica's in-memory insurance limiter (Redis unreachable).",
+    registers: [this.registry],
+  });
+  readonly upstreamResumes = new Counter({
+    name: "unimatrix_gateway_upstream_resumes_total",
+    help: "Upstream streams re-opened from their last cursor after a replica went away, by kind (sse, mcp).",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
 }

@@ -1,29 +1,52 @@
-import type { Clock } from "@unimatrix/service-kit";
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
+import type { SharedStore } from "./fleet/shared";
 
-/** Per-credential token buckets: `ratePerSecond` sustained, `burst` at once. */
+/**
+ * Per-credential (and per-address) request limits counted across every gateway replica in Redis
+ * (`rate-limiter-flexible`). Each key may spend `burst` requests per window of `burst / rate`
+ * seconds, so the sustained rate is `ratePerSecond`. While Redis is unreachable an in-memory
+ * insurance limiter with the same settings counts on this replica, and `onFallback` is told.
+ */
 export class RateLimiter {
-  readonly #buckets = new Map<string, { tokens: number; at: number }>();
+  readonly #limiter: RateLimiterRedis | RateLimiterMemory | undefined;
 
   constructor(
-    private readonly ratePerSecond: number,
-    private readonly burst: number,
-    private readonly clock: Clock,
-    private readonly maxKeys = 100_000,
-  ) {}
-
-  /** Takes one token for `key`; false when the bucket is empty (the caller answers 429). */
-  take(key: string): boolean {
-    if (this.ratePerSecond <= 0) return true;
-    const now = this.clock.now().getTime();
-    const bucket = this.#buckets.get(key) ?? { tokens: this.burst, at: now };
-    bucket.tokens = Math.min(this.burst, bucket.tokens + ((now - bucket.at) / 1000) * this.ratePerSecond);
-    bucket.at = now;
-    if (!this.#buckets.has(key)) {
-      if (this.#buckets.size >= this.maxKeys) this.#buckets.delete(this.#buckets.keys().next().value!);
-      this.#buckets.set(key, bucket);
+    ratePerSecond: number,
+    burst: number,
+    store?: SharedStore,
+    private readonly onFallback?: () => void,
+  ) {
+    if (ratePerSecond <= 0) return;
+    const settings = { points: burst, duration: Math.max(1, Math.ceil(burst / ratePerSecond)) };
+    if (!store?.redis) {
+      this.#limiter = new RateLimiterMemory({ ...settings, keyPrefix: "rl" });
+      return;
     }
-    if (bucket.tokens < 1) return false;
-    bucket.tokens -= 1;
-    return true;
+    const insurance = new RateLimiterMemory({ ...settings, keyPrefix: "rl" });
+    const consume = insurance.consume.bind(insurance);
+    // Counted only while Redis is unreachable: say so each time (a metric), never refuse everything.
+    insurance.consume = (key, points, options) => {
+      this.onFallback?.();
+      return consume(key, points, options);
+    };
+    this.#limiter = new RateLimiterRedis({
+      ...settings,
+      storeClient: store.redis,
+      keyPrefix: `${store.prefix}rl`,
+      rejectIfRedisNotReady: true,
+      insuranceLimiter: insurance,
+    });
+  }
+
+  /** Spends one request of `key`; false when its window is spent (the caller answers 429). */
+  async take(key: string): Promise<boolean> {
+    if (!this.#limiter) return true;
+    try {
+      await this.#limiter.consume(key);
+      return true;
+    } catch (error) {
+      if (error instanceof RateLimiterRes) return false;
+      throw error;
+    }
   }
 }

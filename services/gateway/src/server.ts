@@ -19,10 +19,15 @@ import {
   type TypedClient,
 } from "@unimatrix/service-kit";
 import { EdgeAuthenticator } from "./auth";
+import { clientAddress } from "./client-address";
 import type { gatewayEnv } from "./config";
 import { applyCors } from "./cors";
+import { LeaseTable } from "./fleet/leases";
+import { SharedStore } from "./fleet/shared";
+import { StreamCaps } from "./fleet/streams";
 import { forwardingRoutes, PEER } from "./forward";
 import { mcpHandler } from "./mcp/handler";
+import { McpSessionStore } from "./mcp/session-store";
 import { GatewayMetrics } from "./metrics";
 import { RateLimiter } from "./rate-limit";
 import { requestContextOf, withRequestContext } from "./request-context";
@@ -68,13 +73,27 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const clock = options.clock ?? systemClock;
   const metrics = new GatewayMetrics();
   const upstreams = openUpstreams(gateway);
+  const store = new SharedStore({
+    url: options.config.redisUrl,
+    prefix: options.config.busPrefix,
+    logger,
+    onDegraded: (degraded) => metrics.fleetDegraded.set(degraded ? 1 : 0),
+  });
   const auth = new EdgeAuthenticator({
     upstreams,
     operatorToken: options.config.operatorToken,
     cacheMs: gateway.authCacheMs,
     clock,
   });
-  const limiter = new RateLimiter(gateway.rateLimitPerSecond, gateway.rateLimitBurst, clock);
+  await store.settled();
+  const limiter = new RateLimiter(gateway.rateLimitPerSecond, gateway.rateLimitBurst, store, () =>
+    metrics.rateLimitFallbacks.inc(),
+  );
+  const caps = new StreamCaps(
+    new LeaseTable(store, "streams", clock),
+    gateway.maxStreamsPerCredential,
+    gateway.streamLeaseMs,
+  );
   const health: Record<string, TypedClient<typeof Health>> = {
     cube: createClient(Health, gateway.cubeAddress),
     device: createClient(Health, gateway.deviceAddress),
@@ -89,7 +108,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       defaultTimeoutMs: gateway.requestTimeoutMs,
       onStream: (delta) => metrics.openStreams.inc({ kind: "connect" }, delta),
     }),
-    contextValues: (request) => createContextValues().set(PEER, request.socket.remoteAddress ?? ""),
+    contextValues: (request) => createContextValues().set(PEER, clientAddress(request, gateway.trustedProxies)),
     grpc: false,
     grpcWeb: true,
     connect: true,
@@ -100,19 +119,26 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     upstreams,
     auth,
     limiter,
+    caps,
+    maxStreams: gateway.maxStreamsPerCredential,
+    trusted: gateway.trustedProxies,
     internalKey: options.internalKey,
     onStream: (delta) => metrics.openStreams.inc({ kind: "sse" }, delta),
+    onResume: () => metrics.upstreamResumes.inc({ kind: "sse" }),
   };
 
   const mcp = mcpHandler({
     upstreams,
     auth,
     limiter,
+    trusted: gateway.trustedProxies,
+    sessions: new McpSessionStore(store, clock, options.internalKey, gateway.mcpIdleMs, gateway.mcpMaxSessions),
     internalKey: options.internalKey,
     logger,
     timeoutMs: gateway.requestTimeoutMs,
     maxBodyBytes: gateway.maxBodyBytes,
-    onSession: (delta) => metrics.openStreams.inc({ kind: "mcp" }, delta),
+    onStream: (delta) => metrics.openStreams.inc({ kind: "mcp" }, delta),
+    onResume: () => metrics.upstreamResumes.inc({ kind: "mcp" }),
   });
 
   const readiness = async (): Promise<Check[]> => {
@@ -236,6 +262,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         setTimeout(() => server.closeAllConnections(), options.config.shutdownGraceMs).unref();
       }).then(() => {
         upstreams.close();
+        void store.close();
         for (const client of Object.values(health)) client.close();
       });
       return stopping;

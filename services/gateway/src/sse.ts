@@ -4,10 +4,17 @@ import { toJson } from "@bufbuild/protobuf";
 import type { Code } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { type Metadata, status } from "@grpc/grpc-js";
-import { SubscribeActivityResponseSchema } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import {
+  StreamCloseReason,
+  SubscribeActivityResponseSchema,
+} from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { WatchMachinesResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { DomainError, isServiceError, REQUEST_ID_HEADER, ResourceExhaustedError } from "@unimatrix/service-kit";
+import { DomainError, REQUEST_ID_HEADER, ResourceExhaustedError } from "@unimatrix/service-kit";
+import { toStatus } from "@unimatrix/service-kit/grpc";
 import type { EdgeAuthenticator } from "./auth";
+import { clientAddress, type TrustedProxies } from "./client-address";
+import type { StreamCaps, StreamSlot } from "./fleet/streams";
+import { follow, type Step } from "./follow";
 import { chargeAddress, upstreamMetadata } from "./forward";
 import type { RateLimiter } from "./rate-limit";
 import type { Upstreams } from "./upstreams";
@@ -29,8 +36,13 @@ export interface SseDeps {
   readonly upstreams: Upstreams;
   readonly auth: EdgeAuthenticator;
   readonly limiter: RateLimiter;
+  readonly caps: StreamCaps;
+  readonly maxStreams: number;
+  readonly trusted: TrustedProxies;
   readonly internalKey: string;
   readonly onStream?: (delta: 1 | -1) => void;
+  /** Told each time an upstream stream is re-opened after its replica went away. */
+  readonly onResume?: () => void;
 }
 
 /** Writes one frame; false when the socket buffer is full (wait for `drain`). */
@@ -51,57 +63,98 @@ function resumeCursor(request: IncomingMessage, url: URL): string | undefined {
   return typeof last === "string" ? last : undefined;
 }
 
-function errorStatus(error: unknown): { code: status; message: string } {
-  if (error instanceof DomainError) return { code: error.code, message: error.message };
-  if (isServiceError(error)) return { code: error.code, message: error.details };
-  return { code: status.INTERNAL, message: "internal error" };
-}
+/** Opens one upstream stream after a cursor, as the caller. */
+type Open<M> = (after: string | undefined, options: { metadata: Metadata; signal: AbortSignal }) => AsyncIterable<M>;
 
 /**
- * Serves one SSE stream backed by a gRPC server stream. Errors before the first event become an
- * HTTP error with Connect error JSON; after it, a final `error` event. The upstream stream is
- * cancelled when the client goes away.
+ * Serves one SSE stream backed by a gRPC server stream that outlives the replica behind it (see
+ * `follow`): when the upstream replica goes away the stream is re-opened from the last cursor sent,
+ * so the browser sees no break, no gap and no duplicate. The caller's slot counts against its
+ * fleet-wide stream cap while the stream is open. Errors before the first event become an HTTP
+ * error with Connect error JSON — except a service that is briefly unavailable, which gets 200 and
+ * is retried — and after it, a final `error` event.
  */
 async function serveStream<M>(
   deps: SseDeps,
   request: IncomingMessage,
   response: ServerResponse,
-  open: (options: { metadata: Metadata; signal: AbortSignal }) => AsyncIterable<M>,
-  toFrames: (message: M) => SseFrame[],
+  after: string | undefined,
+  open: Open<M>,
+  step: (message: M) => Step,
+  /** `readySent`: the browser already had its ready event (a resumed upstream's is not repeated). */
+  toFrames: (message: M, readySent: boolean) => SseFrame[],
 ): Promise<void> {
   const controller = new AbortController();
   request.once("close", () => controller.abort());
   let started = false;
+  const start = () => {
+    if (started) return;
+    started = true;
+    response.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache, no-transform",
+      connection: "keep-alive",
+      "x-accel-buffering": "no",
+    });
+    response.write("retry: 2000\n\n");
+  };
+  let slot: StreamSlot | undefined;
   try {
-    const caller = await deps.auth.authenticate(request.headers.authorization, () =>
-      chargeAddress(deps.limiter, request.socket.remoteAddress ?? ""),
-    );
-    if (!deps.limiter.take(caller.credentialKey)) {
+    // A token service briefly down at connect is not the browser's problem: the stream opens
+    // (200) and the token is checked again before anything is read upstream.
+    const caller = await deps.auth
+      .authenticate(request.headers.authorization, () =>
+        chargeAddress(deps.limiter, clientAddress(request, deps.trusted)),
+      )
+      .catch((error: unknown) => {
+        if (error instanceof DomainError && error.code === status.UNAVAILABLE) return undefined;
+        throw error;
+      });
+    const credentialKey = caller?.credentialKey ?? deps.auth.credentialKeyOf(request.headers.authorization)!;
+    if (!(await deps.limiter.take(credentialKey))) {
       throw new ResourceExhaustedError("rate limit exceeded for this credential; slow down");
     }
+    slot = await deps.caps.open(credentialKey);
+    if (!slot) {
+      throw new ResourceExhaustedError(
+        `this credential already holds ${deps.maxStreams} open streams across the gateways; close one first`,
+      );
+    }
     const requestId = request.headers[REQUEST_ID_HEADER];
-    const metadata = upstreamMetadata(
-      deps.internalKey,
-      caller.principal,
-      typeof requestId === "string" ? requestId : null,
-    );
-    const stream = open({ metadata, signal: controller.signal });
+    let first = true;
+    const followed = follow({
+      after,
+      signal: controller.signal,
+      step,
+      open: async (from) => {
+        // Re-authenticated on every (re)open, so a revoked token does not ride a failover.
+        const reopened = !first;
+        first = false;
+        const { principal } =
+          caller && !reopened ? caller : await deps.auth.authenticate(request.headers.authorization);
+        if (reopened) deps.onResume?.();
+        const metadata = upstreamMetadata(
+          deps.internalKey,
+          principal,
+          typeof requestId === "string" ? requestId : null,
+        );
+        return open(from, { metadata, signal: controller.signal });
+      },
+      onRetry: () => {
+        // A backend briefly down at connect: answer 200 now and keep trying upstream.
+        start();
+        writeFrame(response, { comment: "reconnecting" });
+      },
+    });
     deps.onStream?.(1);
     try {
-      for await (const message of stream) {
-        if (!started) {
-          started = true;
-          response.writeHead(200, {
-            "content-type": "text/event-stream; charset=utf-8",
-            "cache-control": "no-cache, no-transform",
-            connection: "keep-alive",
-            "x-accel-buffering": "no",
-          });
-          response.write("retry: 2000\n\n");
-        }
+      let readySent = false;
+      for await (const { message } of followed) {
+        start();
         let flushed = true;
-        for (const frame of toFrames(message)) {
+        for (const frame of toFrames(message, readySent)) {
           flushed = writeFrame(response, frame);
+          if (frame.event === "ready" || frame.event === "machine_ready") readySent = true;
           if (frame.end) {
             controller.abort();
             response.end();
@@ -119,7 +172,7 @@ async function serveStream<M>(
     response.end();
   } catch (error) {
     if (controller.signal.aborted && request.destroyed) return;
-    const { code, message } = errorStatus(error);
+    const { code, message } = toStatus(error);
     if (!started) {
       // Connect's own code names and HTTP statuses (the gRPC codes are Connect's codes).
       response.writeHead(codeToHttpStatus(code as number as Code), { "content-type": "application/json" });
@@ -129,6 +182,9 @@ async function serveStream<M>(
       writeFrame(response, { event: "error", data: { code: codeToString(code as number as Code), message } });
       response.end();
     }
+  } finally {
+    controller.abort();
+    await slot?.release();
   }
 }
 
@@ -140,17 +196,37 @@ export function cubeEvents(
   cubeId: string,
   url: URL,
 ) {
-  const after = resumeCursor(request, url);
   return serveStream(
     deps,
     request,
     response,
-    ({ metadata, signal }) =>
-      deps.upstreams.activity.subscribeActivity(
-        { cubeId, ...(after !== undefined ? { after } : {}) },
-        { metadata, signal },
-      ),
-    (message) => {
+    resumeCursor(request, url),
+    (after, options) =>
+      deps.upstreams.activity.subscribeActivity({ cubeId, ...(after !== undefined ? { after } : {}) }, options),
+    ({ event }) => {
+      switch (event.case) {
+        case "entry":
+        case "notification":
+          return { cursor: event.value.cursor };
+        case "ready":
+        case "heartbeat":
+          return { start: event.value.cursor };
+        case "accessRevoked":
+          return { final: true };
+        case "goingAway":
+          // The replica drained: resume elsewhere after its cursor (the browser never sees it).
+          return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
+        case "closed":
+          // An older replica shutting down says "resume elsewhere"; any other close is the answer.
+          return event.value.reason === StreamCloseReason.SHUTDOWN
+            ? { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) }
+            : { final: true };
+        default:
+          // An event this gateway does not know yet: if the stream ends after it, it is re-opened.
+          return {};
+      }
+    },
+    (message, readySent) => {
       const json = toJson(SubscribeActivityResponseSchema, message) as Record<string, unknown>;
       const { event } = message;
       switch (event.case) {
@@ -161,11 +237,14 @@ export function cubeEvents(
         case "heartbeat":
           return [{ comment: `heartbeat ${new Date().toISOString()}` }];
         case "ready":
-          return [{ event: "ready", id: event.value.cursor || undefined, data: json.ready }];
+          // Sent once: a resumed upstream's ready is the gateway's business, not the browser's.
+          return readySent ? [] : [{ event: "ready", id: event.value.cursor || undefined, data: json.ready }];
         case "accessRevoked":
           return [{ event: "access_revoked", data: json.accessRevoked ?? {}, end: true }];
         case "closed":
-          return [{ event: "closed", data: json.closed ?? {}, end: true }];
+          return event.value.reason === StreamCloseReason.SHUTDOWN
+            ? []
+            : [{ event: "closed", data: json.closed ?? {}, end: true }];
         default:
           return [];
       }
@@ -175,13 +254,28 @@ export function cubeEvents(
 
 /** `GET /v1/machines/events`: the presence watch contract (WatchMachines) over SSE. */
 export function machineEvents(deps: SseDeps, request: IncomingMessage, response: ServerResponse, url: URL) {
-  const after = resumeCursor(request, url) ?? "";
   return serveStream(
     deps,
     request,
     response,
-    ({ metadata, signal }) => deps.upstreams.machine.watchMachines({ after }, { metadata, signal }),
-    (message) => {
+    resumeCursor(request, url) ?? "",
+    (after, options) => deps.upstreams.machine.watchMachines({ after: after ?? "" }, options),
+    ({ event }) => {
+      switch (event.case) {
+        case "machineSnapshot":
+        case "machineLinked":
+        case "machineUnlinked":
+        case "machineReady":
+          return { cursor: event.value.cursor };
+        case "accessRevoked":
+          return { final: true };
+        case "goingAway":
+          return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
+        default:
+          return {};
+      }
+    },
+    (message, readySent) => {
       const json = toJson(WatchMachinesResponseSchema, message) as Record<string, unknown>;
       const { event } = message;
       switch (event.case) {
@@ -192,7 +286,7 @@ export function machineEvents(deps: SseDeps, request: IncomingMessage, response:
         case "machineUnlinked":
           return [{ event: "machine_unlinked", id: event.value.cursor, data: json.machineUnlinked }];
         case "machineReady":
-          return [{ event: "machine_ready", id: event.value.cursor, data: json.machineReady }];
+          return readySent ? [] : [{ event: "machine_ready", id: event.value.cursor, data: json.machineReady }];
         case "heartbeat":
           return [{ comment: `heartbeat ${new Date().toISOString()}` }];
         case "accessRevoked":

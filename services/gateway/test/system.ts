@@ -24,6 +24,8 @@ export interface System {
   readonly device: RunningService;
   readonly presence: RunningService;
   readonly config: CommonConfig;
+  /** The cube's schema (a second cube replica on it shares the cube's data). */
+  readonly cubeSchema: string;
   stop(): Promise<void>;
 }
 
@@ -40,8 +42,9 @@ export async function startSystem(label: string, overrides: GatewayOverrides = {
     return s.schema;
   };
   const logger = silentLogger();
+  const cubeSchema = schema("cube");
   const [cube, device, presence] = await Promise.all([
-    startCube({ config, port: 0, schema: schema("cube"), logger }),
+    startCube({ config, port: 0, schema: cubeSchema, logger }),
     startDevice({ config, port: 0, schema: schema("device"), logger }),
     startPresence({ config, port: 0, schema: schema("presence"), logger }),
   ]);
@@ -68,6 +71,7 @@ export async function startSystem(label: string, overrides: GatewayOverrides = {
     device,
     presence,
     config,
+    cubeSchema,
     async stop() {
       await gateway.stop();
       await Promise.all([cube.stop(), device.stop(), presence.stop()]);
@@ -76,9 +80,36 @@ export async function startSystem(label: string, overrides: GatewayOverrides = {
   };
 }
 
+/** Another gateway replica in front of the same services, sharing the system's Redis (prefix). */
+export async function addGateway(
+  system: System,
+  overrides: GatewayOverrides = {},
+  config: Partial<CommonConfig> = {},
+): Promise<RunningGateway & { url: string; metricsUrl: string }> {
+  const gateway = await startGateway({
+    config: { ...system.config, ...config },
+    gateway: {
+      ...readConfig(gatewayEnv, {}),
+      port: 0,
+      cubeAddress: `127.0.0.1:${system.cube.port}`,
+      deviceAddress: `127.0.0.1:${system.device.port}`,
+      presenceAddress: `127.0.0.1:${system.presence.port}`,
+      corsOrigins: ["https://console.example.com"],
+      ...overrides,
+    },
+    internalKey: TEST_INTERNAL_KEY,
+    logger: silentLogger(),
+    metricsPort: 0,
+  });
+  return Object.assign(gateway, {
+    url: `http://127.0.0.1:${gateway.port}`,
+    metricsUrl: `http://127.0.0.1:${gateway.metricsPort}/metrics`,
+  });
+}
+
 /** A Connect unary call with JSON, as any script would make it with fetch. */
 export async function connectJson(
-  system: System,
+  system: Pick<System, "url">,
   path: string,
   body: unknown,
   token?: string,
@@ -99,7 +130,7 @@ export async function connectJson(
 
 /** Calls a Connect JSON RPC and fails the test on a non-200 answer. */
 export async function call<T = Record<string, unknown>>(
-  system: System,
+  system: Pick<System, "url">,
   path: string,
   body: unknown,
   token?: string,

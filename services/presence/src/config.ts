@@ -1,10 +1,23 @@
-import { commonEnv, envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit";
+import {
+  commonEnv,
+  envVar,
+  isGrpcTarget,
+  millisSchema,
+  portSchema,
+  readConfig,
+  registerEnv,
+} from "@unimatrix/service-kit";
 
 // The kit's schemas, so this package needs no direct zod dependency.
 /** A positive whole number (same rule as milliseconds). */
 const positiveInt = millisSchema;
-/** A non-empty string, optional. */
-const optionalText = commonEnv.bindHost.schema.optional();
+/** A gRPC target grpc-js can dial (`host:port`, `[::1]:7001`, `dns:///host:port`, `ipv4:a:p,b:p`), optional. */
+const optionalTarget = commonEnv.bindHost.schema
+  .refine(
+    isGrpcTarget,
+    "must be a gRPC target: host:port, [::1]:7001, dns:///host:port or ipv4:10.0.0.1:7001,10.0.0.2:7001",
+  )
+  .optional();
 
 /** Variables only the presence service reads. */
 export const presenceEnv = registerEnv({
@@ -53,7 +66,7 @@ export const presenceEnv = registerEnv({
   ),
   watchMaxStreams: envVar(
     "PRESENCE_WATCH_MAX_STREAMS",
-    "Open WatchMachines streams allowed per credential (per replica).",
+    "Open WatchMachines streams allowed per credential, counted across every replica (Redis, expiring entries); per replica while Redis is down.",
     positiveInt,
     "10",
   ),
@@ -65,13 +78,18 @@ export const presenceEnv = registerEnv({
   ),
   cubeAddress: envVar(
     "PRESENCE_CUBE_ADDRESS",
-    "host:port of the cube service, whose Authenticate resolves user and client bearer tokens. Unset: only machine tokens, the operator token and signed principals are accepted.",
-    optionalText,
+    "gRPC target of the cube service (host:port, dns:///cube-headless:7001 for round-robin over its pods, ipv4:a:port,b:port), whose Authenticate resolves user and client bearer tokens within the caller's deadline. Unset: only machine tokens, the operator token and signed principals are accepted.",
+    optionalTarget,
   ),
 });
 
 /** The presence service's own settings, typed. */
-export type PresenceConfig = ReturnType<typeof readPresenceConfig>;
+export type PresenceConfig = ReturnType<typeof readPresenceConfig> & {
+  /** How often watch feeds read the database while the bus is down (tests; default the kit's BUS_DOWN_POLL_MS). */
+  readonly busDownPollMs?: number | undefined;
+  /** Lease of this replica's places in the fleet-wide watch-stream count (tests; default the kit's 10 s). */
+  readonly streamLeaseMs?: number | undefined;
+};
 
 /** Reads the presence variables from the environment (throws a ConfigError naming a bad one). */
 export function readPresenceConfig(env: NodeJS.ProcessEnv = process.env) {

@@ -89,6 +89,11 @@ export function readyEvent(cursor: bigint): WatchEvent {
   return { event: { case: "machineReady", value: { cursor: cursor.toString() } } };
 }
 
+/** `going_away{cursor}`: this replica is stopping; call again (another replica) with `cursor`. */
+export function goingAwayEvent(cursor: bigint): WatchEvent {
+  return { event: { case: "goingAway", value: { cursor: cursor.toString() } } };
+}
+
 /** A watch heartbeat at `at`. */
 export function watchHeartbeat(at: Date): WatchEvent {
   return { event: { case: "heartbeat", value: { at: timestampFromDate(at) } } };
@@ -123,6 +128,11 @@ export function linkedResponse(machineId: string, linkId: string, heartbeatSecon
 /** A link heartbeat at `at`. */
 export function linkHeartbeat(at: Date): LinkResponse {
   return { event: { case: "heartbeat", value: { at: timestampFromDate(at) } } };
+}
+
+/** The link's "going away": this replica is stopping; reconnect (to another replica) at once. */
+export function goingAwayResponse(): LinkResponse {
+  return { event: { case: "goingAway", value: {} } };
 }
 
 /** `closed(reason)`: the server ends the link. */

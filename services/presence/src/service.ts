@@ -12,7 +12,8 @@ import {
   startService,
 } from "@unimatrix/service-kit";
 import { type Principal, principalFromMessage, principalResolver } from "@unimatrix/service-kit/auth";
-import { createClient, isServiceError, route, type TypedClient } from "@unimatrix/service-kit/grpc";
+import { openStreamCounter, RedisStreamCounter, type StreamCounter } from "@unimatrix/service-kit/bus";
+import { type CallScope, createClient, isServiceError, route, type TypedClient } from "@unimatrix/service-kit/grpc";
 import { PrismaClient } from "../generated/prisma/client";
 import { type PresenceConfig, presenceEnv, readPresenceConfig } from "./config";
 import { linkHandlers } from "./handlers/link";
@@ -28,14 +29,23 @@ import { TransitionStore } from "./store/transitions";
 /** The service's SQL migrations (Prisma layout), found from src/ and dist/ alike. */
 export const migrationsDir = join(__dirname, "..", "prisma", "migrations");
 
+/** How long a cube `Authenticate` may take when the caller set no deadline. */
+const AUTHENTICATE_DEADLINE_MS = 5_000;
+
 /** gRPC status code UNAUTHENTICATED (16). */
 const GRPC_UNAUTHENTICATED = 16;
 
 /** Resolves user and client bearer tokens through cube's `Authenticate` (other kinds are not presence's callers). */
-function cubeResolver(cube: TypedClient<typeof IdentityService>): (raw: string) => Promise<Principal | null> {
-  return async (raw) => {
+function cubeResolver(
+  cube: TypedClient<typeof IdentityService>,
+): (raw: string, scope?: CallScope) => Promise<Principal | null> {
+  return async (raw, scope) => {
     try {
-      const response = await cube.authenticate({ token: raw }, { deadline: 5_000 });
+      // Within the caller's remaining deadline (and cancelled with it); 5 s when it set none.
+      const response = await cube.authenticate(
+        { token: raw },
+        { deadline: scope?.deadline ?? AUTHENTICATE_DEADLINE_MS, signal: scope?.signal },
+      );
       const principal = response.principal ? principalFromMessage(response.principal) : null;
       return principal?.kind === "user" || principal?.kind === "client" ? principal : null;
     } catch (error) {
@@ -43,6 +53,11 @@ function cubeResolver(cube: TypedClient<typeof IdentityService>): (raw: string) 
       throw error;
     }
   };
+}
+
+/** Closes a counter that holds a connection (the Redis one). */
+async function closeCounter(counter: StreamCounter): Promise<void> {
+  if (counter instanceof RedisStreamCounter) await counter.close();
 }
 
 /** What a presence replica exposes to tests and drills (`StartedService.extra`). */
@@ -68,6 +83,15 @@ export const presenceService = defineService<PresenceConfig>({
     const replicaId = randomUUID();
     const cube = settings.cubeAddress ? createClient(IdentityService, settings.cubeAddress) : undefined;
     const resolveForeign = cube ? cubeResolver(cube) : undefined;
+    // "At most N open watch streams per credential", counted across the fleet (Redis; this
+    // replica's memory on the in-process bus).
+    const counter = openStreamCounter({
+      url: deps.config.redisUrl,
+      prefix: deps.config.busPrefix,
+      name: "presence:watch-streams",
+      leaseMs: settings.streamLeaseMs,
+      logger,
+    });
     const prisma = new PrismaClient({ adapter: deps.database.adapter });
     const machines = new MachineStore(prisma);
     const transitions = new TransitionStore(prisma);
@@ -81,16 +105,18 @@ export const presenceService = defineService<PresenceConfig>({
       maxLagBytes: settings.watchMaxLagBytes,
       // A lost doorbell is healed by a read every heartbeat interval.
       healMs: settings.watchHeartbeatMs,
+      // While the bus is down other replicas' transitions are read this often instead.
+      downPollMs: settings.busDownPollMs,
     });
     const authenticate = principalResolver({
       internalKey: deps.internalKey,
       operatorToken: deps.operatorToken,
-      resolveToken: async (parsed, raw) => {
+      resolveToken: async (parsed, raw, scope) => {
         if (parsed.kind === "machine") {
           const machine = await machines.authenticate(parsed);
           return machine ? { kind: "machine", tenantId: machine.tenantId, subjectId: machine.id } : null;
         }
-        return resolveForeign ? resolveForeign(raw) : null;
+        return resolveForeign ? resolveForeign(raw, scope) : null;
       },
     });
     const machineService = machineHandlers({
@@ -102,7 +128,7 @@ export const presenceService = defineService<PresenceConfig>({
       pageTokens: new PageTokens(deps.internalKey, "presence.ListMachines"),
       watch: {
         feed,
-        limiter: watchStreamLimiter(settings.watchMaxStreams),
+        limiter: watchStreamLimiter(settings.watchMaxStreams, counter),
         logs,
         machines,
         heartbeatMs: settings.watchHeartbeatMs,
@@ -120,6 +146,7 @@ export const presenceService = defineService<PresenceConfig>({
     try {
       await reconciler.run();
     } catch (error) {
+      await closeCounter(counter);
       cube?.close();
       await prisma.$disconnect();
       throw error;
@@ -139,6 +166,7 @@ export const presenceService = defineService<PresenceConfig>({
       extra: { ...extra },
       async close() {
         await feed.close();
+        await closeCounter(counter);
         cube?.close();
         await prisma.$disconnect();
       },
@@ -150,6 +178,10 @@ export const presenceService = defineService<PresenceConfig>({
 export type PresenceServiceOptions = Omit<StartServiceOptions<PresenceConfig>, "serviceConfig"> & {
   /** The presence settings; read from the environment when absent (tests override a few). */
   readonly presence?: Partial<PresenceConfig>;
+  /** How often watch feeds read the database while the bus is down (default the kit's BUS_DOWN_POLL_MS). */
+  readonly busDownPollMs?: number;
+  /** Lease of this replica's places in the fleet-wide stream count (default 10 s; tests shorten it). */
+  readonly streamLeaseMs?: number;
 };
 
 /** A running presence replica. */
@@ -167,13 +199,19 @@ export interface PresenceService extends StartedService<PresenceConfig> {
 }
 
 /**
- * Starts one presence replica from the manifest. Its graceful `stop` closes links `SHUTDOWN` and
- * keeps their ownership (the link streams see the kit's ShutdownReason), so daemons reconnect to
- * another replica within the lease without a presence flap.
+ * Starts one presence replica from the manifest. Its graceful `stop` (the kit's) answers
+ * NOT_SERVING, waits the drain delay, then every stream gets its going-away: links keep their
+ * ownership (they see the kit's ShutdownReason), so daemons reconnect to another replica within
+ * the lease without a presence flap.
  */
 export async function startPresence(options: PresenceServiceOptions): Promise<PresenceService> {
-  const { presence, ...start } = options;
-  const running = await startService(presenceService, { ...start, serviceConfig: presence ?? {} });
+  const { presence, busDownPollMs, streamLeaseMs, ...start } = options;
+  const serviceConfig: Partial<PresenceConfig> = {
+    ...presence,
+    ...(busDownPollMs === undefined ? {} : { busDownPollMs }),
+    ...(streamLeaseMs === undefined ? {} : { streamLeaseMs }),
+  };
+  const running = await startService(presenceService, { ...start, serviceConfig });
   const live = running.extra as unknown as PresenceExtra;
   return Object.assign(running, {
     replicaId: live.replicaId,
@@ -181,7 +219,7 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
     renewLeases: () => live.registry.renewLeases(),
     async kill() {
       live.registry.dead = true;
-      running.host.shutdown(0).catch(() => {});
+      running.host.kill();
       await running.stop();
     },
   });

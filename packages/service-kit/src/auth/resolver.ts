@@ -1,6 +1,6 @@
 import type { Metadata } from "@grpc/grpc-js";
 import { UnauthenticatedError } from "../errors";
-import type { Authenticate } from "../grpc/host";
+import type { Authenticate, CallScope } from "../grpc/host";
 import { bearerToken, PRINCIPAL_HEADER, type Principal, verifyPrincipal } from "./principal";
 import { constantTimeEquals, type ParsedToken, parseToken } from "./tokens";
 
@@ -12,9 +12,10 @@ export interface PrincipalResolverOptions {
   readonly operatorToken?: string | undefined;
   /**
    * Resolves a bearer token of any other kind: the service's own tokens locally, others through
-   * the owning service's `Authenticate`. Returns null for an unknown or revoked token.
+   * the owning service's `Authenticate` (bounded by the caller's `scope`). Returns null for an
+   * unknown or revoked token.
    */
-  readonly resolveToken?: (token: ParsedToken, raw: string) => Promise<Principal | null>;
+  readonly resolveToken?: (token: ParsedToken, raw: string, scope?: CallScope) => Promise<Principal | null>;
   readonly now?: () => number;
 }
 
@@ -25,7 +26,7 @@ const OPERATOR: Principal = { kind: "operator", subjectId: "operator", tenantId:
  * A principal is never taken from unsigned metadata or from a request body.
  */
 export function principalResolver(options: PrincipalResolverOptions): Authenticate {
-  return async (metadata: Metadata) => {
+  return async (metadata: Metadata, scope?: CallScope) => {
     const signed = metadata.get(PRINCIPAL_HEADER)[0];
     if (signed !== undefined) {
       const principal = verifyPrincipal(signed.toString(), options.internalKey, options.now?.() ?? Date.now());
@@ -41,7 +42,7 @@ export function principalResolver(options: PrincipalResolverOptions): Authentica
     }
     const parsed = parseToken(raw);
     if (!parsed) throw new UnauthenticatedError("malformed bearer token");
-    const principal = options.resolveToken ? await options.resolveToken(parsed, raw) : null;
+    const principal = options.resolveToken ? await options.resolveToken(parsed, raw, scope) : null;
     if (!principal) throw new UnauthenticatedError("invalid credential");
     return principal;
   };

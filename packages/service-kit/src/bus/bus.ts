@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { Redis } from "ioredis";
 import type { Logger } from "pino";
@@ -51,6 +52,10 @@ class ListenerTable {
     this.#byChannel.delete(channel);
     return true;
   }
+  /** Channels that have listeners. */
+  channels(): string[] {
+    return [...this.#byChannel.keys()];
+  }
   deliver(channel: string, message: string, logger?: Logger): void {
     for (const listener of this.#byChannel.get(channel) ?? []) {
       try {
@@ -91,6 +96,22 @@ export class InProcessBus implements Bus {
   }
 }
 
+/** What a bus counted since it was opened (for metrics; the Redis bus fills it, others report zeros). */
+export interface BusStats {
+  /** Publishes handed to the transport. */
+  readonly published: number;
+  /** Publishes the transport refused (bus down): readers heal from the database. */
+  readonly publishFailures: number;
+  /** Times the subscriber connection came back after being lost (or after starting down). */
+  readonly reconnects: number;
+}
+
+/** The stats of a bus, zeros for one that keeps none. */
+export function busStats(bus: Bus): BusStats {
+  const stats = (bus as { stats?: () => BusStats }).stats;
+  return stats ? stats.call(bus) : { published: 0, publishFailures: 0, reconnects: 0 };
+}
+
 /** Options of the Redis bus. */
 export interface RedisBusOptions {
   readonly url: string;
@@ -99,11 +120,17 @@ export interface RedisBusOptions {
   readonly logger?: Logger;
 }
 
+/** Marks a message sent by a bus of this build: `<mark><origin id><mark><message>`. */
+const ORIGIN_MARK = "\u001e";
+
 /**
  * Redis pub/sub with a publisher and a subscriber connection (a subscribed connection can do
- * nothing else). Both reconnect forever with capped backoff; ioredis re-subscribes by itself and
- * `onReconnect` listeners are told so they can drain what they missed. Publishing while Redis is
- * down fails at once instead of queueing: the data is already committed and readers will heal.
+ * nothing else). Both reconnect forever with capped backoff, and Redis may be unreachable from
+ * the start: the bus then works locally and subscribes when Redis comes. Every publish rings this
+ * bus's own listeners at once (local loopback) and is tagged with the bus's origin id, so its echo
+ * from Redis is not delivered twice. After the subscriber (re)connects, channels are subscribed
+ * again and `onReconnect` listeners are told so they can drain what they missed. Publishing while
+ * Redis is down fails at once instead of queueing: the data is already committed and readers heal.
  */
 export class RedisBus implements Bus {
   readonly #publisher: Redis;
@@ -112,7 +139,13 @@ export class RedisBus implements Bus {
   readonly #events = new EventEmitter();
   readonly #prefix: string;
   readonly #logger: Logger | undefined;
-  #lostSubscriber = false;
+  /** Tags this bus's publishes so their echo is recognised. */
+  readonly #origin = randomUUID();
+  #everReady = false;
+  #closed = false;
+  #published = 0;
+  #publishFailures = 0;
+  #reconnects = 0;
 
   constructor(options: RedisBusOptions) {
     this.#prefix = `${options.prefix}:`;
@@ -120,16 +153,14 @@ export class RedisBus implements Bus {
     const common = {
       lazyConnect: false,
       maxRetriesPerRequest: 1,
+      // Commands fail at once while disconnected; subscriptions are (re)made on every "ready".
+      enableOfflineQueue: false,
       retryStrategy: (attempt: number) => Math.min(50 * 2 ** attempt, 2_000),
     };
-    this.#publisher = new Redis(options.url, {
-      ...common,
-      enableOfflineQueue: false,
-      connectionName: `${options.prefix}-pub`,
-    });
+    this.#publisher = new Redis(options.url, { ...common, connectionName: `${options.prefix}-pub` });
     this.#subscriber = new Redis(options.url, {
       ...common,
-      autoResubscribe: true,
+      autoResubscribe: false,
       connectionName: `${options.prefix}-sub`,
     });
     for (const [name, connection] of [
@@ -138,20 +169,37 @@ export class RedisBus implements Bus {
     ] as const) {
       connection.on("error", (error: Error) => this.#logger?.warn({ err: error, connection: name }, "redis error"));
     }
-    this.#subscriber.on("close", () => {
-      this.#lostSubscriber = true;
-    });
-    this.#subscriber.on("ready", () => {
-      if (!this.#lostSubscriber) return;
-      this.#lostSubscriber = false;
-      this.#logger?.info("redis subscriber reconnected");
-      this.#events.emit("reconnect");
-    });
-    this.#subscriber.on("message", (channel: string, message: string) => {
-      if (channel.startsWith(this.#prefix)) {
-        this.#listeners.deliver(channel.slice(this.#prefix.length), message, this.#logger);
+    this.#subscriber.on("ready", () => void this.#onSubscriberReady());
+    this.#subscriber.on("message", (channel: string, raw: string) => {
+      if (!channel.startsWith(this.#prefix)) return;
+      let message = raw;
+      if (raw.startsWith(ORIGIN_MARK)) {
+        const end = raw.indexOf(ORIGIN_MARK, 1);
+        if (end > 0) {
+          // Our own publish: its listeners were rung locally already.
+          if (raw.slice(1, end) === this.#origin) return;
+          message = raw.slice(end + 1);
+        }
       }
+      this.#listeners.deliver(channel.slice(this.#prefix.length), message, this.#logger);
     });
+  }
+
+  /** Subscribes every channel with listeners; a reconnect (or a late first connect) tells listeners. */
+  async #onSubscriberReady(): Promise<void> {
+    const channels = this.#listeners.channels().map((channel) => this.#prefix + channel);
+    try {
+      if (channels.length > 0) await this.#subscriber.subscribe(...channels);
+    } catch (error) {
+      this.#logger?.warn({ err: error }, "redis re-subscribe failed; will retry on the next connect");
+      return;
+    }
+    const missedSome = this.#everReady || channels.length > 0;
+    this.#everReady = true;
+    if (!missedSome || this.#closed) return;
+    this.#reconnects += 1;
+    this.#logger?.info({ channels: channels.length }, "redis subscriber connected; subscribers drain what they missed");
+    this.#events.emit("reconnect");
   }
 
   /** Resolves once both connections are ready; rejects after `timeoutMs`. */
@@ -170,23 +218,30 @@ export class RedisBus implements Bus {
   }
 
   async publish(channel: string, message: string): Promise<void> {
-    await this.#publisher.publish(this.#prefix + channel, message);
+    if (this.#closed) throw new Error("bus is closed");
+    // Local loopback: this replica's own listeners ring at once, with Redis up or down.
+    setImmediate(() => this.#listeners.deliver(channel, message, this.#logger));
+    try {
+      await this.#publisher.publish(this.#prefix + channel, `${ORIGIN_MARK}${this.#origin}${ORIGIN_MARK}${message}`);
+      this.#published += 1;
+    } catch (error) {
+      this.#publishFailures += 1;
+      throw error;
+    }
   }
 
   async subscribe(channel: string, listener: Listener): Promise<BusSubscription> {
-    if (this.#listeners.add(channel, listener)) {
+    if (this.#listeners.add(channel, listener) && this.#subscriber.status === "ready") {
       try {
         await this.#subscriber.subscribe(this.#prefix + channel);
       } catch (error) {
-        // Leave no listener behind that would stop the next subscriber from subscribing.
-        this.#listeners.remove(channel, listener);
-        throw error;
+        // Keep the listener: local publishes still ring it, and the next "ready" subscribes it.
+        this.#logger?.warn({ err: error, channel }, "redis subscribe failed; listening locally until it is back");
       }
     }
     return {
       unsubscribe: async () => {
-        if (this.#listeners.remove(channel, listener)) {
-          // Queued while disconnected, so a reconnect does not re-subscribe a channel nobody wants.
+        if (this.#listeners.remove(channel, listener) && this.#subscriber.status === "ready") {
           await this.#subscriber.unsubscribe(this.#prefix + channel).catch(() => {});
         }
       },
@@ -202,21 +257,37 @@ export class RedisBus implements Bus {
     return this.#publisher.status === "ready" && this.#subscriber.status === "ready";
   }
 
+  /** Counters since the bus was opened. */
+  stats(): BusStats {
+    return { published: this.#published, publishFailures: this.#publishFailures, reconnects: this.#reconnects };
+  }
+
   async close(): Promise<void> {
+    this.#closed = true;
     this.#publisher.disconnect();
     this.#subscriber.disconnect();
   }
 }
 
-/** The bus the configuration asks for: Redis when a URL is given, in-process otherwise. */
-export async function openBus(options: { url?: string | undefined; prefix: string; logger?: Logger }): Promise<Bus> {
+/**
+ * The bus the configuration asks for: Redis when a URL is given, in-process otherwise. Redis
+ * being unreachable does not stop a start: it waits at most `readyMs` (default 1 s) for the
+ * first connection, logs and carries on; the bus connects when Redis comes.
+ */
+export async function openBus(options: {
+  url?: string | undefined;
+  prefix: string;
+  logger?: Logger;
+  readyMs?: number;
+}): Promise<Bus> {
   if (!options.url) return new InProcessBus();
   const bus = new RedisBus({ url: options.url, prefix: options.prefix, logger: options.logger });
   try {
-    await bus.ready();
-  } catch (error) {
-    await bus.close();
-    throw error;
+    await bus.ready(options.readyMs ?? 1_000);
+  } catch {
+    options.logger?.warn(
+      "redis unreachable at start; serving without the bus (streams poll the database until it is back)",
+    );
   }
   return bus;
 }

@@ -50,7 +50,12 @@ export interface FeedOptions<Cursor, Item> {
   readonly healMs?: number;
   /** The lag past which a listener is cut; unset limits are unlimited. */
   readonly budget?: { readonly maxItems?: number; readonly maxBytes?: number };
+  /** While the bus is down, every key is read this often (a doorbell that never rings); 0 = never. Default BUS_DOWN_POLL_MS. */
+  readonly downPollMs?: number | undefined;
 }
+
+/** While the bus is down, feeds read the database this often by default (other replicas' doorbells are lost meanwhile). */
+export const BUS_DOWN_POLL_MS = 1_000;
 
 /** The message `notify` receives after the bus reconnected (messages may have been missed). */
 export const RECONNECTED = "reconnect";
@@ -78,6 +83,7 @@ export class Feed<Cursor, Item> {
   readonly #offReconnect: () => void;
   readonly #pageSize: number;
   readonly #healMs: number;
+  readonly #downPoll: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: FeedOptions<Cursor, Item>) {
     this.#pageSize = options.pageSize ?? 500;
@@ -88,6 +94,15 @@ export class Feed<Cursor, Item> {
         void this.#wake(feed);
       }
     });
+    // While the bus is down, other replicas' commits are read on a short interval instead.
+    const downPollMs = options.downPollMs ?? BUS_DOWN_POLL_MS;
+    if (downPollMs > 0) {
+      this.#downPoll = setInterval(() => {
+        if (options.bus.healthy()) return;
+        for (const feed of this.#feeds.values()) void this.#wake(feed);
+      }, downPollMs);
+      this.#downPoll.unref();
+    }
   }
 
   /**
@@ -143,6 +158,7 @@ export class Feed<Cursor, Item> {
 
   /** Closes every feed (listeners are not told: their streams end with the server). */
   async close(): Promise<void> {
+    if (this.#downPoll) clearInterval(this.#downPoll);
     this.#offReconnect();
     const feeds = [...this.#feeds.values()];
     this.#feeds.clear();

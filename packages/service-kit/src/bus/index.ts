@@ -2,5 +2,6 @@
 export * from "./bus";
 export * from "./feed";
 export * from "./feed-queue";
+export * from "./fleet-counter";
 export * from "./limiter";
 export * from "./publish";

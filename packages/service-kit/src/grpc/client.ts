@@ -73,15 +73,100 @@ function linkSignal(
   call.once("status", () => signal.removeEventListener("abort", cancel));
 }
 
-/** A typed client for `service` at `address` (`host:port`), plaintext unless credentials are given. */
+/**
+ * Method-name prefixes of the RPCs that are safe to retry on UNAVAILABLE: reads (Get, List, Read,
+ * Check, and the DronesSince page), token lookups (Authenticate) and the server streams (Subscribe,
+ * Watch: grpc-js retries a stream only before its first message, and the caller resumes from its
+ * cursor after that). No write is in the list: a write whose reply was lost is not replayed blindly.
+ */
+export const RETRY_SAFE_PREFIXES = ["Get", "List", "Read", "Check", "Authenticate", "Subscribe", "Watch"] as const;
+/** Whole method names safe to retry that the prefixes do not cover. */
+const RETRY_SAFE_METHODS = new Set(["DronesSince"]);
+
+/** True when `method` (a contract method name such as `ListCubes`) may be retried on UNAVAILABLE. */
+export function isRetrySafe(method: string): boolean {
+  return RETRY_SAFE_METHODS.has(method) || RETRY_SAFE_PREFIXES.some((prefix) => method.startsWith(prefix));
+}
+
+const HOST_PORT = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::\d{1,5})?$/;
+const IPV4_PORT = /^\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?$/;
+const IPV6_PORT = /^(?:\[[0-9A-Fa-f:.]+\](?::\d{1,5})?|[0-9A-Fa-f:.]+)$/;
+
+/**
+ * True for a gRPC target grpc-js can dial: `host:port`, `[::1]:7001`, `dns:///host:port`
+ * (or `dns://authority/host:port`), `ipv4:a:port,b:port`, `ipv6:[::1]:port,…`, `unix:/path`.
+ * Empty names, spaces and empty list items are refused.
+ */
+export function isGrpcTarget(target: string): boolean {
+  if (/\s/.test(target) || target.length === 0) return false;
+  const list = (rest: string, item: RegExp) => rest.length > 0 && rest.split(",").every((part) => item.test(part));
+  if (target.startsWith("dns:")) {
+    const rest = target.slice(4).replace(/^\/\/[^/]*\//, "");
+    return rest.length > 0 && HOST_PORT.test(rest);
+  }
+  if (target.startsWith("ipv4:")) return list(target.slice(5), IPV4_PORT);
+  if (target.startsWith("ipv6:")) return list(target.slice(5), IPV6_PORT);
+  if (target.startsWith("unix:")) return target.length > 5;
+  return HOST_PORT.test(target) && /:\d{1,5}$/.test(target);
+}
+
+/** Dialing settings of internal clients (keepalive, retry budget); the defaults suit a cluster. */
+export interface DialOptions {
+  /** Interval of keepalive pings on an open connection (ms). */
+  readonly keepaliveMs?: number;
+  /** Most attempts of a retry-safe call that meets UNAVAILABLE (first try included). */
+  readonly maxAttempts?: number;
+}
+
+/**
+ * grpc-js channel options for an internal client of `service`: `round_robin` over every address
+ * the target resolves to, keepalive pings (so a dead peer is noticed and its calls fail over), and
+ * a retry policy for UNAVAILABLE on the service's retry-safe methods (see `isRetrySafe`).
+ */
+export function dialOptions(service: DescService, options: DialOptions = {}): grpc.ChannelOptions {
+  const safe = service.methods.filter((method) => isRetrySafe(method.name));
+  const serviceConfig = {
+    loadBalancingConfig: [{ round_robin: {} }],
+    methodConfig:
+      safe.length === 0
+        ? []
+        : [
+            {
+              name: safe.map((method) => ({ service: service.typeName, method: method.name })),
+              retryPolicy: {
+                maxAttempts: options.maxAttempts ?? 4,
+                initialBackoff: "0.05s",
+                maxBackoff: "1s",
+                backoffMultiplier: 2,
+                retryableStatusCodes: ["UNAVAILABLE"],
+              },
+            },
+          ],
+  };
+  return {
+    "grpc.service_config": JSON.stringify(serviceConfig),
+    "grpc.service_config_disable_resolution": 1,
+    "grpc.enable_retries": 1,
+    "grpc.keepalive_time_ms": options.keepaliveMs ?? 30_000,
+    "grpc.keepalive_timeout_ms": 10_000,
+    "grpc.keepalive_permit_without_calls": 1,
+    // Re-resolve DNS at most this often (ms) when a connection drops, so new pods are found soon.
+    "grpc.dns_min_time_between_resolutions_ms": 5_000,
+  };
+}
+
+/**
+ * A typed client for `service` at `target` (any gRPC target, see `isGrpcTarget`), plaintext
+ * unless credentials are given, dialed with `dialOptions` (extra `channelOptions` win).
+ */
 export function createClient<S extends DescService>(
   service: S,
-  address: string,
+  target: string,
   credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
   channelOptions: grpc.ChannelOptions = {},
 ): TypedClient<S> {
   const Ctor = grpc.makeGenericClientConstructor(serviceDefinition(service), service.typeName);
-  const raw = new Ctor(address, credentials, channelOptions) as unknown as Record<
+  const raw = new Ctor(target, credentials, { ...dialOptions(service), ...channelOptions }) as unknown as Record<
     string,
     (...args: unknown[]) => unknown
   > &

@@ -73,8 +73,16 @@ export type MethodImpl<M> = M extends {
 /** Implementation of a service: one function per method, keyed by the method's local name. */
 export type ServiceImpl<S extends DescService> = { [K in keyof S["method"]]: MethodImpl<S["method"][K]> };
 
+/** The bounds of the call being authenticated, for lookups it makes on the caller's behalf. */
+export interface CallScope {
+  /** The caller's deadline, if it set one: calls made to resolve it should not outlive it. */
+  readonly deadline: Date | undefined;
+  /** Aborted when the call ends (cancelled, deadline, shutdown). */
+  readonly signal: AbortSignal;
+}
+
 /** Resolves the caller from call metadata (signed principal or bearer token). */
-export type Authenticate = (metadata: grpc.Metadata) => Promise<Principal>;
+export type Authenticate = (metadata: grpc.Metadata, scope?: CallScope) => Promise<Principal>;
 
 /** Options of a gRPC host. */
 export interface GrpcHostOptions {
@@ -85,6 +93,13 @@ export interface GrpcHostOptions {
   readonly maxReceiveMessageBytes?: number;
   /** Watches every call (metrics, access log); see `callObserver`. */
   readonly observe?: CallObserver;
+  /**
+   * Age after which a client connection is sent GOAWAY, so clients re-resolve and spread onto new
+   * replicas (0 or unset: never). Calls in flight keep running on it for `maxConnectionAgeGraceMs`.
+   */
+  readonly maxConnectionAgeMs?: number;
+  /** How long calls may go on on an aged connection before it is closed (unset: until they end). */
+  readonly maxConnectionAgeGraceMs?: number;
 }
 
 /** grpc-js method kinds as the go-grpc-prometheus `grpc_type` label names them. */
@@ -123,6 +138,10 @@ export class GrpcHost {
       "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
       "grpc.keepalive_time_ms": 30_000,
       "grpc.keepalive_permit_without_calls": 1,
+      ...(options.maxConnectionAgeMs ? { "grpc.max_connection_age_ms": options.maxConnectionAgeMs } : {}),
+      ...(options.maxConnectionAgeMs && options.maxConnectionAgeGraceMs
+        ? { "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs }
+        : {}),
     });
   }
 
@@ -151,15 +170,21 @@ export class GrpcHost {
   }
 
   /**
-   * Stops: health NOT_SERVING, refuse new calls, abort open streams so they can end cleanly,
-   * and cut whatever is still open after `graceMs`.
+   * Stops: health NOT_SERVING at once; keeps serving (new calls too) for `drainDelayMs` so load
+   * balancers and resolvers move away; then aborts every open call with `ShutdownReason` (streams
+   * send their typed going-away and end), refuses new calls, and cuts whatever is still open after
+   * `graceMs`.
    */
-  async shutdown(graceMs: number): Promise<void> {
+  async shutdown(graceMs: number, drainDelayMs = 0): Promise<void> {
     if (this.#stopping) return;
     this.#stopping = true;
     this.health.shutdown();
     // Let health watchers send NOT_SERVING before their streams are told to end.
     await new Promise((resolve) => setImmediate(resolve));
+    if (drainDelayMs > 0) {
+      this.#logger.info({ drainDelayMs }, "draining: NOT_SERVING, still serving until the delay is over");
+      await new Promise((resolve) => setTimeout(resolve, drainDelayMs));
+    }
     for (const controller of this.#open) controller.abort(new ShutdownReason());
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
@@ -172,6 +197,12 @@ export class GrpcHost {
         resolve();
       });
     });
+  }
+
+  /** Stops like a crash (chaos drills and tests): every connection is cut at once, no going-away. */
+  kill(): void {
+    this.#stopping = true;
+    this.#server.forceShutdown();
   }
 
   #context(
@@ -208,7 +239,9 @@ export class GrpcHost {
       deadline: deadlineDate,
       abort: (reason?: unknown) => controller.abort(reason),
       principal() {
-        principal ??= authenticate ? authenticate(call.metadata) : Promise.reject(new UnauthenticatedError());
+        principal ??= authenticate
+          ? authenticate(call.metadata, { deadline: deadlineDate, signal: controller.signal })
+          : Promise.reject(new UnauthenticatedError());
         principal.then(
           (p) => observation?.principal(p.kind),
           () => {},

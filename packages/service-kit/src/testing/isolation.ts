@@ -55,6 +55,7 @@ export function testConfig(overrides: Partial<CommonConfig> = {}): CommonConfig 
     bindHost: "127.0.0.1",
     logLevel: "silent",
     shutdownGraceMs: 2_000,
+    drainDelayMs: 0,
     ...overrides,
   };
 }

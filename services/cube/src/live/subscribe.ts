@@ -1,7 +1,4 @@
-import {
-  StreamCloseReason,
-  type SubscribeActivityRequest,
-} from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import type { SubscribeActivityRequest } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { requireUuid } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
 import { StreamLimiter } from "@unimatrix/service-kit/bus";
@@ -42,9 +39,8 @@ export function subscribeActivity(
       for (;;) {
         await sink.wait(ctx.signal);
         if (ctx.signal.aborted) {
-          if (isShutdown(ctx.signal)) {
-            yield { event: { case: "closed", value: { reason: StreamCloseReason.SHUTDOWN, cursor: sink.cursor() } } };
-          }
+          // The replica drained and is stopping: the typed "reconnect with your cursor".
+          if (isShutdown(ctx.signal)) yield { event: { case: "goingAway", value: { cursor: sink.cursor() } } };
           return;
         }
         if (sink.needCatchUp) {

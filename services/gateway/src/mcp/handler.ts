@@ -1,30 +1,22 @@
-import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { isInitializeRequest, SetLevelRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { DomainError, isServiceError } from "@unimatrix/service-kit";
+import { clientAddress, type TrustedProxies } from "../client-address";
 import { chargeAddress } from "../forward";
 import type { RateLimiter } from "../rate-limit";
-import { McpSession, type McpSessionDeps } from "./session";
+import { type PushDeps, servePush } from "./push";
+import { McpSession } from "./session";
+import type { SessionRecord } from "./session-store";
 import { registerTools } from "./tools";
 
 /** What the `/mcp` endpoint needs. */
-export interface McpDeps extends McpSessionDeps {
+export interface McpDeps extends PushDeps {
   readonly limiter: RateLimiter;
   readonly maxBodyBytes: number;
-  readonly onSession?: (delta: 1 | -1) => void;
+  readonly trusted: TrustedProxies;
 }
-
-interface Open {
-  readonly transport: StreamableHTTPServerTransport;
-  readonly session: McpSession;
-}
-
-/** A session unused this long is closed (its push stream with it); the client starts a new one. */
-export const MCP_IDLE_MS = 30 * 60_000;
-/** Open sessions one credential may hold; a further initialize answers 429. */
-export const MCP_MAX_SESSIONS_PER_CREDENTIAL = 32;
 
 /** The version the gateway reports to MCP clients. */
 const SERVER_INFO = { name: "unimatrix", version: "0.1.0" };
@@ -46,39 +38,69 @@ async function readJson(request: IncomingMessage, limit: number): Promise<unknow
 }
 
 /**
- * MCP over streamable HTTP at `/mcp`. Every request carries the bearer token; a session belongs to
- * the credential that opened it and answers 404 to any other.
+ * MCP over streamable HTTP at `/mcp`, served by any replica for any session: the session lives in
+ * the fleet's session store and each request gets an MCP server of its own built from it (the SDK's
+ * stateless transport; the session id and its checks are the gateway's). Every request carries
+ * the bearer token; a session belongs to the credential that opened it and answers 404 to any other.
+ * `GET` is the push stream (see `servePush`), `DELETE` ends the session.
  */
 export function mcpHandler(deps: McpDeps) {
-  const open = new Map<string, Open>();
-  const sweep = setInterval(() => {
-    const idleBefore = Date.now() - MCP_IDLE_MS;
-    for (const { transport, session } of [...open.values()]) {
-      if (session.lastUsed < idleBefore) void transport.close();
-    }
-  }, 60_000);
-  sweep.unref();
+  const pushes = new Set<ServerResponse>();
+
+  const serve = async (
+    request: IncomingMessage,
+    response: ServerResponse,
+    id: string,
+    record: SessionRecord,
+    body: unknown,
+  ) => {
+    const session = new McpSession(deps, id, record, request.headers.authorization ?? "");
+    const server = new McpServer(SERVER_INFO, { capabilities: { logging: {} } });
+    registerTools(server, session);
+    server.server.setRequestHandler(SetLevelRequestSchema, async (setLevel) => {
+      await session.setLogLevel(setLevel.params.level);
+      return {};
+    });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    response.setHeader("mcp-session-id", id);
+    response.once("close", () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(request, response, body);
+  };
+
+  /** For a POST on an existing session by the token that opened it: that token's key, else undefined. */
+  const revokedSessionKey = async (request: IncomingMessage, sessionId: string | string[] | undefined) => {
+    if (request.method !== "POST" || typeof sessionId !== "string") return undefined;
+    const key = deps.auth.credentialKeyOf(request.headers.authorization);
+    const record = key === undefined ? undefined : await deps.sessions.get(sessionId).catch(() => undefined);
+    return record?.credentialKey === key ? key : undefined;
+  };
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
-    let caller: Awaited<ReturnType<typeof deps.auth.authenticate>>;
+    const sessionId = request.headers["mcp-session-id"];
+    let credentialKey: string;
     try {
-      caller = await deps.auth.authenticate(request.headers.authorization, () =>
-        chargeAddress(deps.limiter, request.socket.remoteAddress ?? ""),
-      );
+      ({ credentialKey } = await deps.auth.authenticate(request.headers.authorization, () =>
+        chargeAddress(deps.limiter, clientAddress(request, deps.trusted)),
+      ));
     } catch (error) {
       const code = error instanceof DomainError ? error.code : 16;
       if (code === 8) return jsonError(response, 429, -32002, (error as Error).message);
       if (code === 14) return jsonError(response, 503, -32001, (error as Error).message);
-      response.setHeader("www-authenticate", 'Bearer realm="unimatrix"');
-      return jsonError(response, 401, -32001, (error as Error).message);
+      const revoked = await revokedSessionKey(request, sessionId);
+      if (revoked === undefined) {
+        response.setHeader("www-authenticate", 'Bearer realm="unimatrix"');
+        return jsonError(response, 401, -32001, (error as Error).message);
+      }
+      // The session's own credential, revoked since: its tool calls answer as tool errors saying
+      // so (every tool re-authenticates), never as a bare transport failure.
+      credentialKey = revoked;
     }
-    if (!deps.limiter.take(caller.credentialKey)) {
+    if (!(await deps.limiter.take(credentialKey))) {
       return jsonError(response, 429, -32002, "rate limit exceeded for this credential; slow down");
-    }
-    const sessionId = request.headers["mcp-session-id"];
-    const existing = typeof sessionId === "string" ? open.get(sessionId) : undefined;
-    if (existing && existing.session.caller.credentialKey !== caller.credentialKey) {
-      return jsonError(response, 404, -32001, "session not found");
     }
     let body: unknown;
     if (request.method === "POST") {
@@ -88,36 +110,34 @@ export function mcpHandler(deps: McpDeps) {
         return jsonError(response, error instanceof RangeError ? 413 : 400, -32700, (error as Error).message);
       }
     }
-    if (existing) {
-      existing.session.touch();
-      return existing.transport.handleRequest(request, response, body);
+    if (typeof sessionId === "string") {
+      const record = await deps.sessions.get(sessionId);
+      if (!record || record.credentialKey !== credentialKey) {
+        return jsonError(response, 404, -32001, "session not found");
+      }
+      void deps.sessions.touch(sessionId, record).catch(() => {});
+      if (request.method === "GET") {
+        pushes.add(response);
+        response.once("close", () => pushes.delete(response));
+        return servePush(deps, request, response, sessionId, record);
+      }
+      if (request.method === "DELETE") {
+        await deps.sessions.delete(sessionId, credentialKey);
+        response.writeHead(200).end();
+        return;
+      }
+      if (request.method !== "POST") return jsonError(response, 405, -32000, "method not allowed");
+      return serve(request, response, sessionId, record, body);
     }
-    if (typeof sessionId === "string") return jsonError(response, 404, -32001, "session not found");
     if (request.method !== "POST" || !isInitializeRequest(body)) {
       return jsonError(response, 400, -32000, "no session: start with an initialize request");
     }
-    const held = [...open.values()].filter((o) => o.session.caller.credentialKey === caller.credentialKey).length;
-    if (held >= MCP_MAX_SESSIONS_PER_CREDENTIAL) {
+    const id = await deps.sessions.create(credentialKey);
+    if (!id) {
+      const held = await deps.sessions.held(credentialKey);
       return jsonError(response, 429, -32002, `this credential already holds ${held} MCP sessions; close one first`);
     }
-    const session = new McpSession(deps, request.headers.authorization ?? "", caller);
-    const server = new McpServer(SERVER_INFO, { capabilities: { logging: {} } });
-    session.bind(server);
-    registerTools(server, session);
-    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => {
-        open.set(id, { transport, session });
-        deps.onSession?.(1);
-      },
-    });
-    transport.onclose = () => {
-      const id = transport.sessionId;
-      if (id && open.delete(id)) deps.onSession?.(-1);
-      session.close();
-    };
-    await server.connect(transport);
-    await transport.handleRequest(request, response, body);
+    return serve(request, response, id, { credentialKey }, body);
   };
 
   return {
@@ -128,10 +148,9 @@ export function mcpHandler(deps: McpDeps) {
         jsonError(response, known ? 400 : 500, -32603, known ? (error as Error).message : "internal error");
       });
     },
-    /** Closes every session (gateway shutdown). */
+    /** Ends this replica's push streams (gateway shutdown); the sessions live on in the fleet. */
     async close(): Promise<void> {
-      clearInterval(sweep);
-      for (const { transport } of [...open.values()]) await transport.close();
+      for (const response of [...pushes]) response.end();
     },
   };
 }

@@ -1,91 +1,79 @@
-import { toJson } from "@bufbuild/protobuf";
 import { status } from "@grpc/grpc-js";
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult, LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import { AttachSeatOutcome, type AttachSeatResponse } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
-import { EntrySchema, NotificationSchema } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { DomainError, InvalidArgumentError, isServiceError, type Logger } from "@unimatrix/service-kit";
 import type { EdgeAuthenticator, EdgeCaller } from "../auth";
 import { upstreamMetadata } from "../forward";
 import type { Upstreams } from "../upstreams";
+import type { McpSessionStore, SessionRecord } from "./session-store";
 
 /** What a session needs from the gateway. */
 export interface McpSessionDeps {
   readonly upstreams: Upstreams;
   readonly auth: EdgeAuthenticator;
+  readonly sessions: McpSessionStore;
   readonly internalKey: string;
   readonly logger: Logger;
   readonly timeoutMs: number;
 }
 
-interface Seat {
-  readonly cubeId: string;
-  readonly roleId: string;
-  readonly droneId: string;
-  readonly token: string;
-}
-
 /**
- * One MCP session: the bearer who opened it, and, after `seat_attach`, the drone it acts as.
- * The drone identity lives here and only here; no tool input can name it.
+ * One MCP session as one request sees it: the bearer of this request (its digest is the
+ * session's credential key) and, after `seat_attach`, the drone it acts as. The state lives in
+ * the fleet's session store, so any replica builds this for any request; no tool input can name
+ * the drone.
  */
 export class McpSession {
   readonly upstreams: Upstreams;
-  #seat: Seat | undefined;
-  #subscription: AbortController | undefined;
-  #server: McpServer | undefined;
+  #record: SessionRecord;
 
   constructor(
     private readonly deps: McpSessionDeps,
-    /** The `Authorization` header value that opened the session. */
+    /** The session id (`Mcp-Session-Id`). */
+    readonly id: string,
+    record: SessionRecord,
+    /** The `Authorization` header of the request being served. */
     private readonly authorization: string,
-    /** The caller that opened it (its credential key guards the session against other tokens). */
-    readonly caller: EdgeCaller,
   ) {
     this.upstreams = deps.upstreams;
+    this.#record = record;
   }
 
-  /** Binds the MCP server that pushes notifications for this session. */
-  bind(server: McpServer): void {
-    this.#server = server;
+  /** The session's state as last read or written. */
+  get record(): SessionRecord {
+    return this.#record;
   }
 
   /** Call options acting as the bearer (re-checked through the auth cache, so revocation bites). */
   async asCaller(signal?: AbortSignal) {
-    this.touch();
     const { principal } = await this.deps.auth.authenticate(this.authorization);
     return this.#options(principal, signal);
   }
 
   /** Call options acting as the attached drone, or as the bearer before any seat is taken. */
   async asActor(signal?: AbortSignal) {
-    if (!this.#seat) return this.asCaller(signal);
-    this.touch();
-    const { principal } = await this.deps.auth.authenticate(`Bearer ${this.#seat.token}`);
+    const seat = this.#record.seat;
+    if (!seat) return this.asCaller(signal);
+    const { principal } = await this.deps.auth.authenticate(`Bearer ${seat.token}`);
     return this.#options(principal, signal);
   }
 
   /** As the drone for the seat's own cube; as the bearer for another cube the tool names. */
   asFor(cubeId: string | undefined, signal?: AbortSignal) {
-    return cubeId === undefined || cubeId === this.#seat?.cubeId ? this.asActor(signal) : this.asCaller(signal);
-  }
-
-  /** When the session was last used (epoch ms): idle sessions are closed by the handler. */
-  lastUsed = Date.now();
-
-  /** Marks the session as used now. */
-  touch(): void {
-    this.lastUsed = Date.now();
+    return cubeId === undefined || cubeId === this.#record.seat?.cubeId ? this.asActor(signal) : this.asCaller(signal);
   }
 
   /** The cube a call is about: the one given, else the seat's. */
   cubeId(given?: string): string {
-    const cubeId = given ?? this.#seat?.cubeId;
+    const cubeId = given ?? this.#record.seat?.cubeId;
     if (!cubeId) throw new InvalidArgumentError("cube_id", "required until you attach a seat with seat_attach");
     return cubeId;
   }
 
-  /** Attaches (or re-attaches) a seat as the bearer and starts pushing the drone's activity. */
+  /**
+   * Attaches (or re-attaches) a seat as the bearer. The seat and the cube's head at that moment go
+   * to the session store, so the push stream — on whichever replica holds it — starts there.
+   */
   async attach(
     cubeId: string,
     roleId: string,
@@ -96,8 +84,8 @@ export class McpSession {
       signal?: AbortSignal;
     },
   ): Promise<AttachSeatResponse> {
-    const held =
-      this.#seat && this.#seat.cubeId === cubeId && this.#seat.roleId === roleId ? this.#seat.token : undefined;
+    const current = this.#record.seat;
+    const held = current && current.cubeId === cubeId && current.roleId === roleId ? current.token : undefined;
     const saved = given.sessionToken ?? held;
     const reply = await this.upstreams.cube.attachSeat(
       {
@@ -111,8 +99,10 @@ export class McpSession {
     );
     if (reply.outcome === AttachSeatOutcome.SESSION_REJECTED || !reply.drone) return reply;
     const token = reply.outcome === AttachSeatOutcome.REUSED && saved ? saved : reply.sessionToken;
-    this.#seat = { cubeId, roleId, droneId: reply.drone.id, token };
-    this.#follow();
+    const seat = { cubeId, roleId, droneId: reply.drone.id, token };
+    const same = current?.cubeId === cubeId && current.droneId === seat.droneId;
+    const cursor = same ? this.#record.cursor : await this.#head(seat, given.signal);
+    this.#record = (await this.deps.sessions.update(this.id, { seat, cursor })) ?? this.#record;
     return reply;
   }
 
@@ -127,10 +117,9 @@ export class McpSession {
     }
   }
 
-  /** Ends the session's push stream. */
-  close(): void {
-    this.#subscription?.abort();
-    this.#subscription = undefined;
+  /** Sets the level below which push notifications are not sent (fleet-wide). */
+  async setLogLevel(level: LoggingLevel): Promise<void> {
+    this.#record = (await this.deps.sessions.update(this.id, { logLevel: level })) ?? this.#record;
   }
 
   #options(principal: EdgeCaller["principal"], signal?: AbortSignal) {
@@ -138,61 +127,25 @@ export class McpSession {
     return { metadata, deadline: this.deps.timeoutMs, ...(signal ? { signal } : {}) };
   }
 
-  /**
-   * Follows the drone's activity and pushes each entry and notification (acks, claims, releases,
-   * heartbeat pings) to the client as an MCP logging notification. Reconnects from the last cursor.
-   */
-  #follow(): void {
-    this.#subscription?.abort();
+  /** The drone's current position in the cube (the `ready` cursor of a subscription from the head). */
+  async #head(seat: { cubeId: string; token: string }, signal?: AbortSignal): Promise<string | undefined> {
     const controller = new AbortController();
-    this.#subscription = controller;
-    const seat = this.#seat!;
-    let after: string | undefined;
-    let backoffMs = 250;
-    const run = async () => {
-      while (!controller.signal.aborted) {
-        try {
-          const options = { ...(await this.asActor()), deadline: undefined, signal: controller.signal };
-          const stream = this.upstreams.activity.subscribeActivity(
-            { cubeId: seat.cubeId, ...(after !== undefined ? { after } : {}) },
-            options,
-          );
-          for await (const message of stream) {
-            const { event } = message;
-            backoffMs = 250;
-            if (event.case === "entry" || event.case === "notification") {
-              after = event.value.cursor;
-              const data =
-                event.case === "entry"
-                  ? { event: "entry", entry: toJson(EntrySchema, event.value) }
-                  : { event: "notification", notification: toJson(NotificationSchema, event.value) };
-              await this.#server?.sendLoggingMessage({ level: "info", logger: "unimatrix.activity", data });
-            } else if (event.case === "ready" && after === undefined) {
-              // "" means "from the oldest" (an empty cube): keep it so a reconnect misses nothing.
-              after = event.value.cursor;
-            } else if (event.case === "accessRevoked") {
-              return;
-            } else if (event.case === "closed") {
-              if (event.value.cursor) after = event.value.cursor;
-              break;
-            }
-          }
-        } catch (error) {
-          if (controller.signal.aborted) return;
-          const code = isServiceError(error) || error instanceof DomainError ? error.code : undefined;
-          if (code === status.UNAUTHENTICATED || code === status.NOT_FOUND || code === status.PERMISSION_DENIED) return;
-          if (code === status.RESOURCE_EXHAUSTED) {
-            // Too many streams for this seat's credential: pushing stops; log_read is the pull path.
-            this.deps.logger.warn("mcp activity push stopped: stream limit reached for this seat");
-            return;
-          }
-          this.deps.logger.warn({ err: error }, "mcp activity stream dropped; resuming");
-        }
-        await new Promise((resolve) => setTimeout(resolve, backoffMs));
-        backoffMs = Math.min(backoffMs * 2, 10_000);
+    signal?.addEventListener("abort", () => controller.abort(), { once: true });
+    const { principal } = await this.deps.auth.authenticate(`Bearer ${seat.token}`);
+    const options = { ...this.#options(principal), deadline: this.deps.timeoutMs, signal: controller.signal };
+    try {
+      for await (const { event } of this.upstreams.activity.subscribeActivity({ cubeId: seat.cubeId }, options)) {
+        if (event.case === "ready") return event.value.cursor;
       }
-    };
-    run().catch((error: unknown) => this.deps.logger.error({ err: error }, "mcp activity stream failed"));
+      return undefined;
+    } catch (error) {
+      if (controller.signal.aborted) return undefined;
+      // The push starts at the head then; nothing is lost for log_read (the inbox is in the database).
+      this.deps.logger.warn({ err: error }, "mcp seat head lookup failed");
+      return undefined;
+    } finally {
+      controller.abort();
+    }
   }
 }
 

@@ -66,6 +66,8 @@ export interface WatchFeedOptions {
   readonly maxLagBytes: number;
   /** Reads without a doorbell this often (heals a lost publish). */
   readonly healMs: number;
+  /** How often feeds read while the bus is down (default the kit's BUS_DOWN_POLL_MS, 1 s). */
+  readonly downPollMs?: number | undefined;
 }
 
 /** This replica's watch feed: one drain per tenant per doorbell, fanned out to every watcher of it. */
@@ -76,6 +78,7 @@ export function watchFeed(options: WatchFeedOptions): Feed<FeedCursor, WatchItem
     logger: options.logger,
     pageSize: PAGE,
     healMs: options.healMs,
+    downPollMs: options.downPollMs,
     budget: { maxBytes: options.maxLagBytes },
   });
 }

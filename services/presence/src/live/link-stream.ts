@@ -2,7 +2,13 @@ import { randomUUID } from "node:crypto";
 import { LinkCloseReason, type LinkRequest } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { type Clock, InvalidArgumentError } from "@unimatrix/service-kit";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
-import { closedResponse as closed, type LinkResponse, linkedResponse, linkHeartbeat } from "../convert";
+import {
+  closedResponse as closed,
+  goingAwayResponse,
+  type LinkResponse,
+  linkedResponse,
+  linkHeartbeat,
+} from "../convert";
 import type { TenantPrincipal } from "../rules/access";
 import { heartbeatMissed, heartbeatSeconds, validateHello, validateLater } from "../rules/link";
 import type { LinkHandle, LinkRegistry } from "./links";
@@ -88,12 +94,12 @@ export async function* linkStream(
           yield closed(item.reason);
           return;
         case "abort":
-          // The server is stopping (the kit's typed ShutdownReason): say goodbye and keep the
-          // ownership row, so the daemon reconnects elsewhere within the lease without a flap.
-          // A killed replica (tests) says nothing.
+          // The replica drained and is stopping (the kit's typed ShutdownReason): say "going away"
+          // and keep the ownership row, so the daemon reconnects to another replica within the
+          // lease without a presence flap. A killed replica (tests) says nothing.
           if (isShutdown(ctx.signal) && !deps.registry.dead) {
             deps.registry.stopping = true;
-            yield closed(LinkCloseReason.SHUTDOWN);
+            yield goingAwayResponse();
           }
           return;
         default:

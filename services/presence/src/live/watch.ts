@@ -1,9 +1,10 @@
 import { ResourceExhaustedError, UnauthenticatedError } from "@unimatrix/service-kit";
 import { credentialKey, type Principal, parseToken } from "@unimatrix/service-kit/auth";
-import { type Feed, FeedQueue, StreamLimiter } from "@unimatrix/service-kit/bus";
-import type { CallContext } from "@unimatrix/service-kit/grpc";
+import { type Feed, FeedQueue, type StreamCounter, StreamLimiter } from "@unimatrix/service-kit/bus";
+import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
 import {
   accessRevokedEvent,
+  goingAwayEvent,
   readyEvent,
   snapshotEvent,
   transitionEvent,
@@ -46,8 +47,8 @@ function credentialCheck(principal: TenantPrincipal, ctx: CallContext, deps: Wat
 }
 
 /** The per-credential cap on open WatchMachines streams (per replica), keyed by the kit's `credentialKey`. */
-export function watchStreamLimiter(max: number): StreamLimiter {
-  return new StreamLimiter({ max, what: "WatchMachines streams" });
+export function watchStreamLimiter(max: number, counter?: StreamCounter): StreamLimiter {
+  return new StreamLimiter({ max, what: "WatchMachines streams", ...(counter ? { counter } : {}) });
 }
 
 /** A watcher's queue on the feed; a cut also aborts the call, so a write waiting on a stalled consumer gives up. */
@@ -124,7 +125,11 @@ export async function* watchStream(
       if (queue.isCut) throw tooSlow();
       await queue.wait(ctx.signal);
       if (queue.isCut) throw tooSlow();
-      if (ctx.signal.aborted) return;
+      if (ctx.signal.aborted) {
+        // The replica drained and is stopping: the typed "reconnect with your cursor".
+        if (isShutdown(ctx.signal)) yield goingAwayEvent(cursor);
+        return;
+      }
       const items = queue.take();
       queue.notices(); // every well-formed doorbell is news: notices carry nothing to act on
       const tick = ticks > 0;

@@ -1,0 +1,81 @@
+import { spawn } from "node:child_process";
+import * as net from "node:net";
+import { join } from "node:path";
+import { RedisStreamCounter } from "@unimatrix/service-kit";
+import { eventually, TEST_REDIS_URL, testBusPrefix } from "@unimatrix/service-kit/testing";
+
+const counters: RedisStreamCounter[] = [];
+function counter(prefix: string, leaseMs = 10_000, url = TEST_REDIS_URL): RedisStreamCounter {
+  const c = new RedisStreamCounter({ url, prefix, name: "test", leaseMs });
+  counters.push(c);
+  return c;
+}
+const ready = (c: RedisStreamCounter) => eventually(() => !c.stats().degraded, "redis ready");
+afterEach(async () => {
+  for (const c of counters.splice(0)) await c.close();
+});
+
+describe("fleet-wide stream counter", () => {
+  it("holds one cap across replicas, and a released place is free for any replica", async () => {
+    const prefix = testBusPrefix("fleetcount");
+    const a = counter(prefix);
+    const b = counter(prefix);
+    await Promise.all([ready(a), ready(b)]);
+    expect(await a.tryAdd("user:1", 3)).toBe(true);
+    expect(await a.tryAdd("user:1", 3)).toBe(true);
+    expect(await b.tryAdd("user:1", 3)).toBe(true);
+    expect(await b.tryAdd("user:1", 3)).toBe(false);
+    expect(await a.tryAdd("user:1", 3)).toBe(false);
+    // Another key is not affected.
+    expect(await b.tryAdd("user:2", 3)).toBe(true);
+    expect([await a.count("user:1"), await b.count("user:1")]).toEqual([3, 3]);
+    await a.remove("user:1");
+    expect(await b.count("user:1")).toBe(2);
+    expect(await b.tryAdd("user:1", 3)).toBe(true);
+    expect(a.stats().localFallbacks + b.stats().localFallbacks).toBe(0);
+  });
+
+  it("frees a killed replica's places once their lease runs out", async () => {
+    const prefix = testBusPrefix("fleetdead");
+    const survivor = counter(prefix, 1_000);
+    await ready(survivor);
+    // `node --import tsx`, not the tsx wrapper: SIGKILL must reach the process holding the places.
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", join(__dirname, "fixtures/hold-streams.ts"), TEST_REDIS_URL, prefix, "user:9", "3", "1000"],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.stdout?.on("data", (chunk: Buffer) => chunk.toString().includes("held") && resolve());
+        child.once("exit", (code) => reject(new Error(`fixture exited ${code}`)));
+        setTimeout(() => reject(new Error("fixture did not start")), 20_000).unref();
+      });
+      // The live replica renews: its places outlast several leases.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(await survivor.count("user:9")).toBe(3);
+      expect(await survivor.tryAdd("user:9", 3)).toBe(false);
+    } finally {
+      child.kill("SIGKILL");
+    }
+    const killedAt = Date.now();
+    await eventually(async () => (await survivor.count("user:9")) === 0, "the dead replica's places to lapse", 5_000);
+    expect(Date.now() - killedAt).toBeLessThan(3_000);
+    expect(await survivor.tryAdd("user:9", 3)).toBe(true);
+  }, 30_000);
+
+  it("counts this replica's own streams while Redis is down, and says so", async () => {
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as net.AddressInfo).port;
+    await new Promise((resolve) => server.close(resolve));
+    const down = counter(testBusPrefix("fleetdown"), 10_000, `redis://127.0.0.1:${port}`);
+    expect(await down.tryAdd("user:1", 2)).toBe(true);
+    expect(await down.tryAdd("user:1", 2)).toBe(true);
+    expect(await down.tryAdd("user:1", 2)).toBe(false);
+    await down.remove("user:1");
+    expect(await down.count("user:1")).toBe(1);
+    expect(await down.tryAdd("user:1", 2)).toBe(true);
+    expect(down.stats()).toEqual({ degraded: true, localFallbacks: 6 });
+  });
+});

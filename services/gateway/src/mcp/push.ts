@@ -1,0 +1,200 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { toJson } from "@bufbuild/protobuf";
+import { status } from "@grpc/grpc-js";
+import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
+import type { SubscribeActivityResponse } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import { EntrySchema, NotificationSchema } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import { toStatus } from "@unimatrix/service-kit/grpc";
+import { follow, type Step } from "../follow";
+import { upstreamMetadata } from "../forward";
+import type { McpSessionDeps } from "./session";
+import type { SeatRecord, SessionRecord } from "./session-store";
+
+/** What the push stream needs. */
+export interface PushDeps extends McpSessionDeps {
+  /** How often an open push stream re-reads its session (a seat attached elsewhere, the session ended). */
+  readonly pollMs?: number;
+  readonly onStream?: (delta: 1 | -1) => void;
+  readonly onResume?: () => void;
+}
+
+const LEVELS: readonly LoggingLevel[] = [
+  "debug",
+  "info",
+  "notice",
+  "warning",
+  "error",
+  "critical",
+  "alert",
+  "emergency",
+];
+/** True when a message at `level` passes the session's `logging/setLevel`. */
+const allowed = (level: LoggingLevel, record: SessionRecord) =>
+  LEVELS.indexOf(level) >= LEVELS.indexOf(record.logLevel ?? "debug");
+
+const sameSeat = (a: SeatRecord | undefined, b: SeatRecord | undefined) =>
+  a?.cubeId === b?.cubeId && a?.droneId === b?.droneId && a?.token === b?.token;
+
+function notification(level: LoggingLevel, data: unknown) {
+  return { jsonrpc: "2.0", method: "notifications/message", params: { level, logger: "unimatrix.activity", data } };
+}
+
+const step = ({ event }: SubscribeActivityResponse): Step => {
+  switch (event.case) {
+    case "entry":
+    case "notification":
+      return { cursor: event.value.cursor };
+    case "ready":
+    case "heartbeat":
+      return { start: event.value.cursor };
+    case "accessRevoked":
+      return { final: true };
+    case "goingAway":
+    case "closed":
+      // Going away, shutting down or cut as slow: resume from the cursor (the agent never sees it).
+      return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
+    default:
+      return {};
+  }
+};
+
+/**
+ * `GET /mcp`: the session's push stream, served by any replica. It follows the attached drone's
+ * activity and sends each entry and notification as an MCP logging notification whose SSE event
+ * id is the drone's cube cursor; reopened anywhere with `Last-Event-ID` it resumes right after it
+ * (no gap, no duplicate: the database is the truth). Before a seat is attached — possibly through
+ * another replica — it waits, re-reading the session, then starts where the seat started. Opened
+ * without `Last-Event-ID` on a seated session it starts at the head (`log_read` catches up). A revoked seat or credential gets a final
+ * notice, then the stream ends.
+ */
+export async function servePush(
+  deps: PushDeps,
+  request: IncomingMessage,
+  response: ServerResponse,
+  id: string,
+  record: SessionRecord,
+): Promise<void> {
+  const closed = new AbortController();
+  request.once("close", () => closed.abort());
+  response.writeHead(200, {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache, no-transform",
+    connection: "keep-alive",
+    "x-accel-buffering": "no",
+    "mcp-session-id": id,
+  });
+  response.flushHeaders();
+  const write = (text: string) => {
+    if (!closed.signal.aborted) response.write(text);
+  };
+  const send = (level: LoggingLevel, data: unknown, eventId?: string) => {
+    if (!allowed(level, current)) return;
+    write(
+      `event: message\n${eventId !== undefined ? `id: ${eventId}\n` : ""}data: ${JSON.stringify(notification(level, data))}\n\n`,
+    );
+  };
+  const given = request.headers["last-event-id"];
+  let lastEventId = typeof given === "string" && given.length > 0 ? given : undefined;
+  let current = record;
+  let seatStarted = false;
+  let following: AbortController | undefined;
+  let ended = false;
+  const end = () => {
+    ended = true;
+    following?.abort();
+    closed.abort();
+    response.end();
+  };
+  const pollMs = deps.pollMs ?? 500;
+  let sinceComment = 0;
+  const poll = setInterval(() => {
+    sinceComment += pollMs;
+    if (sinceComment >= 15_000) {
+      sinceComment = 0;
+      write(": keepalive\n\n");
+    }
+    deps.sessions.get(id).then(
+      (next) => {
+        if (!next && deps.sessions.degraded) return; // unknown here is not gone while Redis is away
+        if (!next) {
+          send("warning", { event: "session_ended", message: "this MCP session expired or was closed" });
+          return end();
+        }
+        if (!sameSeat(next.seat, current.seat)) {
+          // A seat was attached (or changed) through some replica: start pushing it from its start.
+          lastEventId = undefined;
+          seatStarted = true;
+          following?.abort();
+        }
+        current = next;
+      },
+      () => {},
+    );
+  }, pollMs);
+  deps.onStream?.(1);
+  try {
+    while (!closed.signal.aborted && !ended) {
+      const seat = current.seat;
+      if (!seat) {
+        await new Promise((resolve) => setTimeout(resolve, pollMs));
+        continue;
+      }
+      following = new AbortController();
+      const signal = AbortSignal.any([closed.signal, following.signal]);
+      // After the client's Last-Event-ID; else, for a seat attached while this stream was open,
+      // from where the seat started (nothing between attach and now is lost); else from the head.
+      const after = lastEventId ?? (seatStarted ? current.cursor : undefined);
+      let first = true;
+      try {
+        for await (const { message } of follow({
+          after,
+          signal,
+          step,
+          open: async (from) => {
+            if (!first) deps.onResume?.();
+            first = false;
+            const { principal } = await deps.auth.authenticate(`Bearer ${seat.token}`);
+            const metadata = upstreamMetadata(deps.internalKey, principal);
+            return deps.upstreams.activity.subscribeActivity(
+              { cubeId: seat.cubeId, ...(from !== undefined ? { after: from } : {}) },
+              { metadata, signal },
+            );
+          },
+        })) {
+          const { event } = message;
+          if (event.case === "entry" || event.case === "notification") {
+            const data =
+              event.case === "entry"
+                ? { event: "entry", entry: toJson(EntrySchema, event.value) }
+                : { event: "notification", notification: toJson(NotificationSchema, event.value) };
+            send("info", data, event.value.cursor);
+            lastEventId = event.value.cursor;
+          } else if (event.case === "heartbeat") {
+            write(": heartbeat\n\n");
+          } else if (event.case === "accessRevoked") {
+            send("warning", { event: "access_revoked", message: "the seat's access was revoked; attach again" });
+            return end();
+          }
+        }
+      } catch (error) {
+        if (closed.signal.aborted) break;
+        const { code } = toStatus(error);
+        if (code === status.UNAUTHENTICATED || code === status.PERMISSION_DENIED || code === status.NOT_FOUND) {
+          send("warning", { event: "access_revoked", message: `${status[code]}: the seat or credential was revoked` });
+          return end();
+        }
+        if (code === status.RESOURCE_EXHAUSTED) {
+          // Too many streams for this seat's credential: pushing stops; log_read is the pull path.
+          send("warning", { event: "push_stopped", message: "stream limit reached for this seat; use log_read" });
+          return end();
+        }
+        deps.logger.warn({ err: error }, "mcp push stream failed");
+        return end();
+      }
+    }
+  } finally {
+    clearInterval(poll);
+    deps.onStream?.(-1);
+    if (!ended) response.end();
+  }
+}
