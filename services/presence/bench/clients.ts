@@ -126,7 +126,8 @@ async function main() {
 }
 
 main().then(
-  () => process.exit(0),
+  // Exit only once the (large) result line is flushed to the pipe: exiting earlier truncates it.
+  () => process.stdout.write("", () => process.exit(0)),
   (error: unknown) => {
     console.error(error);
     process.exit(1);
