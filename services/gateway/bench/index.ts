@@ -121,6 +121,20 @@ async function main() {
       if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
       return (await response.json()) as T;
     };
+    // Under load the gateway may answer 503 before forwarding (its credential lookup timed out):
+    // nothing was written, so the append is sent again (the exactly-once check would see a double).
+    let retried = 0;
+    const callRetrying = async <T>(path: string, body: unknown, token: string): Promise<T> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await call<T>(path, body, token);
+        } catch (error) {
+          if (attempt >= 5 || !String(error).includes(": 503 ")) throw error;
+          retried++;
+          await new Promise((r) => setTimeout(r, 200 * attempt));
+        }
+      }
+    };
     const tenant = await call<{ adminUserToken: string; adminUser: { id: string }; tenant: { id: string } }>(
       "unimatrix.cube.v1.IdentityService/CreateTenant",
       { name: "bench", adminDisplayName: "bench" },
@@ -246,12 +260,12 @@ async function main() {
     }[] = [];
     for (const asked of STREAM_STEPS) {
       while (clients.length < Math.ceil(asked / 10)) {
-        const issued = await call<{ client: { id: string }; token: string }>(
+        const issued = await callRetrying<{ client: { id: string }; token: string }>(
           "unimatrix.cube.v1.IdentityService/IssueClient",
           { name: `reader-${clients.length}` },
           user,
         );
-        await call(
+        await callRetrying(
           "unimatrix.cube.v1.IdentityService/SetCubeGrant",
           { clientId: issued.client.id, cubeId: cube.id, access: "CUBE_ACCESS_READ" },
           user,
@@ -272,7 +286,7 @@ async function main() {
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         const message = `bench-${asked}-${i}`;
         sent.set(message, nowMs());
-        await call(
+        await callRetrying(
           "unimatrix.cube.v1.ActivityService/AppendEntry",
           { cubeId: cube.id, message, visibility: "VISIBILITY_BROADCAST" },
           sessionToken,
@@ -310,6 +324,7 @@ async function main() {
       );
     }
     if (duplicates > 0) process.stdout.write(`DELIVERY CHECK FAILED: ${duplicates} duplicated deliveries\n`);
+    if (retried > 0) process.stdout.write(`${retried} calls answered 503 under load and were sent again\n`);
     bench("gateway.added_ms.p50", added, "ms");
     bench("gateway.unary.p50_ms", rows[0]![1].p50, "ms");
     bench("gateway.direct.p50_ms", rows[1]![1].p50, "ms");
