@@ -1,8 +1,12 @@
-// `npm run bench [service ...]`: builds the tree, then runs each service's benchmark
-// (services/<name>/bench/index.ts) in turn with tsx. Benchmarks print their own tables,
-// each figure next to a raw baseline (pg, Redis, bare gRPC) measured in the same run.
-import { execFileSync } from "node:child_process";
+// `npm run bench [-- service ...]`: builds the tree, then runs each service's benchmark
+// (services/<name>/bench/index.ts) in turn with tsx. Benchmarks print their own tables, each
+// figure next to its floor (a bare grpc-js handler + one raw pg statement, raw Redis) measured in
+// the same run, and `BENCH <name> <value> <unit>` lines. This script passes the output through
+// and ends with every BENCH line of the run in one block, with the load average, so two runs
+// diff line by line. `BENCH_SECONDS` shortens every timed phase (the short mode: BENCH_SECONDS=1).
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -14,15 +18,47 @@ const all = JSON.parse(readFileSync(join(root, "apps", "unimatrix", "services.js
   (s) => s.name,
 );
 const asked = process.argv.slice(2);
+for (const name of asked) if (!all.includes(name)) throw new Error(`unknown service ${name}; one of ${all.join(", ")}`);
 const services = asked.length > 0 ? asked : all;
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ");
+
+/** Runs one benchmark, echoing its output; resolves with its BENCH lines and exit code. */
+function run(entry) {
+  return new Promise((resolve) => {
+    const child = spawn(join(bin, "tsx"), [entry], { cwd: root, stdio: ["ignore", "pipe", "inherit"], env });
+    const lines = [];
+    let rest = "";
+    child.stdout.on("data", (chunk) => {
+      process.stdout.write(chunk);
+      const text = rest + chunk.toString();
+      const parts = text.split("\n");
+      rest = parts.pop() ?? "";
+      for (const line of parts) if (line.startsWith("BENCH ")) lines.push(line);
+    });
+    child.on("exit", (code) => resolve({ lines, code: code ?? 1 }));
+  });
+}
 
 execFileSync(join(bin, "tsc"), ["--build"], { cwd: root, stdio: "inherit", env });
+const collected = [];
+let failed = false;
 for (const service of services) {
   const entry = join(root, "services", service, "bench", "index.ts");
   if (!existsSync(entry)) {
     process.stdout.write(`${service}: no benchmark yet\n`);
     continue;
   }
-  process.stdout.write(`\n== ${service} ==\n`);
-  execFileSync(join(bin, "tsx"), [entry], { cwd: root, stdio: "inherit", env });
+  process.stdout.write(`\n== ${service} == (load ${load()})\n`);
+  const { lines, code } = await run(entry);
+  collected.push(...lines);
+  if (code !== 0) {
+    failed = true;
+    process.stdout.write(`${service}: benchmark exited with ${code}\n`);
+  }
 }
+process.stdout.write(`\n== BENCH (load ${load()}, BENCH_SECONDS=${process.env.BENCH_SECONDS ?? "default"}) ==\n`);
+for (const line of collected) process.stdout.write(`${line}\n`);
+process.exit(failed ? 1 : 0);

@@ -9,6 +9,7 @@ import {
   inTransaction,
   isUniqueViolation,
   openDatabase,
+  rawQuery,
   readMigrations,
   type Tx,
 } from "@unimatrix/service-kit/store";
@@ -36,6 +37,12 @@ async function exercise(database: Database) {
       return tx.widget.findUniqueOrThrow({ where: { id: 2 } });
     });
     expect(renamed.name).toBe("second!");
+    // rawQuery: a `$queryRaw` template straight on the store, values bound as $1…$n (a text, an array).
+    const raw = rawQuery(database);
+    expect(await raw.$queryRaw`SELECT name FROM widget WHERE id = ${2} AND name = ${"second!"}`).toEqual([
+      { name: "second!" },
+    ]);
+    expect(await raw.$queryRaw`SELECT cardinality(${[1, 2, 3]}::int[]) AS n`).toEqual([{ n: 3 }]);
     // A failed transaction leaves nothing behind.
     await expect(
       prisma.$transaction(async (tx) => {

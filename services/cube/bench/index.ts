@@ -1,14 +1,29 @@
-// Cube benchmark: append throughput and append→subscriber latency with 100 subscribers, each next
-// to a raw baseline measured in the same run (pg INSERT of the same rows; Redis publish→receive).
+// Cube benchmark. Every figure sits beside its floor measured in the same run, at the same
+// concurrency: a bare grpc-js handler running the same work as one raw `pg` statement, no auth
+// (kit `startFloor`), and Redis publish→receive for fan-out latency.
+//  1. AppendEntry, 8 in flight, vs the floor running the append's own single SQL statement;
+//  2. GetCube, sequential, vs the floor's `SELECT … FROM cubes WHERE id = $1`;
+//  3. append→delivery growth curve at 1, 10, 100, 1,000 subscribers (BENCH_CURVE_RATE appends/s),
+//     and the target point: 100 subscribers at 500 appends/s. Every delivery is checked to arrive
+//     exactly once (a miss or a duplicate fails the run).
+// Prints tables and `BENCH <name> <value> <unit>` lines (kit `bench`).
 import { randomUUID } from "node:crypto";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
-import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import { CubeAccess, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { startCube } from "@unimatrix/cube";
 import { openBus } from "@unimatrix/service-kit/bus";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import {
+  bench,
+  benchSeconds,
+  closedLoop,
+  floorClient,
+  loadAverage,
+  nowMs,
+  percentile as pct,
+  startFloor,
   TEST_DATABASE_URL,
   TEST_REDIS_URL,
   testBusPrefix,
@@ -19,27 +34,33 @@ import pg from "pg";
 
 const OPERATOR = "umx_operator_benchlookup_0123456789abcdef0123";
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
-const APPENDS = Number(process.env.BENCH_APPENDS ?? 2_000);
-const SUBSCRIBERS = Number(process.env.BENCH_SUBSCRIBERS ?? 100);
-const RATE = Number(process.env.BENCH_RATE ?? 200);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const SECONDS = benchSeconds(5);
+const TARGET_RATE = Number(process.env.BENCH_RATE ?? 500);
+const CURVE_RATE = Number(process.env.BENCH_CURVE_RATE ?? 50);
+const CURVE = (process.env.BENCH_SUBSCRIBERS ?? "1,10,100,1000").split(",").map(Number);
+const POOL = 10; // the service's pool size (kit default); the floor gets the same.
+const STREAMS_PER_CLIENT = 10; // MAX_STREAMS_PER_CREDENTIAL
+/** `BENCH_ONLY=append`: only the append figures (for `node --cpu-prof`); `rpc`: append and GetCube. */
+const ONLY = process.env.BENCH_ONLY;
 
 const as = (token: string) => ({ metadata: { authorization: `Bearer ${token}` } });
-const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
-const pct = (sorted: number[], p: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 const fmt = (n: number, d = 0) => n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function runWorkers(total: number, workers: number, work: (i: number, w: number) => Promise<void>) {
-  let next = 0;
-  const started = nowMs();
-  await Promise.all(
-    Array.from({ length: workers }, async (_, w) => {
-      while (next < total) await work(next++, w);
-    }),
-  );
-  return total / ((nowMs() - started) / 1000);
-}
+/** The append's own statement (store/activity.ts appendEntry), as the floor runs it. */
+const APPEND_SQL = `
+  WITH touch AS (
+    UPDATE drones SET last_seen_at = $1, last_log_post_at = $1, silent_ping_count = 0, last_silent_ping_at = NULL
+    WHERE id = $2::uuid RETURNING id
+  ), pos AS (
+    UPDATE cubes SET head = head + 1 WHERE id = $3::uuid AND (SELECT count(*) FROM touch) >= 0 RETURNING head
+  )
+  INSERT INTO activity_items (id, cube_id, position, item_type, created_at, author_drone_id, author_principal_id,
+                              author_principal_kind, author_label, message, visibility, recipient_drone_ids, kind)
+  SELECT $4::uuid, $3::uuid, pos.head, 'entry', $1, $2::uuid, $5, 'client', 'bench', $6, 'broadcast', '{}'::uuid[], NULL
+  FROM pos RETURNING position`;
+
+let failed = false;
 
 async function main() {
   const schema = testSchema("bench_cube");
@@ -56,157 +77,229 @@ async function main() {
   const activity = createClient(ActivityService, address);
   const pool = new pg.Pool({
     connectionString: TEST_DATABASE_URL,
-    max: CONCURRENCY,
+    max: POOL,
     options: `-c search_path=${schema.schema}`,
   });
+  const floorServer = await startFloor(pool);
+  const floor = floorClient(`127.0.0.1:${floorServer.port}`);
   try {
     const tenant = await identity.createTenant({ name: "bench", adminDisplayName: "bench" }, as(OPERATOR));
     const client = await identity.issueClient({ name: "bench" }, as(tenant.adminUserToken));
-    const { cube: c } = await cube.createCube(
-      { requestKey: randomUUID(), name: "bench", directive: "" },
-      as(client.token),
-    );
-    const cubeId = c?.id as string;
-    await cube.createRole({ cubeId, name: "worker", isDefault: true, canBroadcast: true }, as(client.token));
+    const clientId = client.client?.id as string;
+    const newCube = async (name: string) => {
+      const { cube: c } = await cube.createCube({ requestKey: randomUUID(), name, directive: "" }, as(client.token));
+      const cubeId = c?.id as string;
+      await cube.createRole({ cubeId, name: "worker", isDefault: true, canBroadcast: true }, as(client.token));
+      return cubeId;
+    };
+    const cubeId = await newCube("bench");
+    const floorCubeId = await newCube("floor");
     const seats: string[] = [];
-    for (let i = 0; i < CONCURRENCY + 11 + 2 * SUBSCRIBERS; i++) {
+    for (let i = 0; i < CONCURRENCY; i++)
       seats.push((await cube.attachSeat({ cubeId, hostname: "bench" }, as(client.token))).sessionToken);
+    const floorDrones: string[] = [];
+    for (let i = 0; i < CONCURRENCY; i++)
+      floorDrones.push(
+        (await cube.attachSeat({ cubeId: floorCubeId, hostname: "floor" }, as(client.token))).drone?.id ?? "",
+      );
+    // Readers: one client per 10 streams (the per-credential stream limit), each granted READ.
+    const readers: string[] = [];
+    for (let i = 0; i < Math.ceil(Math.max(...CURVE, 100) / STREAMS_PER_CLIENT); i++) {
+      const reader = await identity.issueClient({ name: `reader-${i}` }, as(tenant.adminUserToken));
+      await identity.setCubeGrant(
+        { clientId: reader.client?.id, cubeId, access: CubeAccess.READ },
+        as(tenant.adminUserToken),
+      );
+      readers.push(reader.token);
     }
     const message = "benchmark entry: status update from a worker drone";
 
-    // 1. Append throughput vs raw pg INSERT of the same rows, same concurrency.
-    const warm = await runWorkers(200, CONCURRENCY, async (_i, w) => {
-      await activity.appendEntry({ cubeId, message, visibility: Visibility.BROADCAST }, as(seats[w] as string));
-    });
-    void warm;
-    const appendRate = await runWorkers(APPENDS, CONCURRENCY, async (_i, w) => {
-      await activity.appendEntry({ cubeId, message, visibility: Visibility.BROADCAST }, as(seats[w] as string));
-    });
-    await pool.query("CREATE TABLE raw_items (LIKE activity_items INCLUDING DEFAULTS INCLUDING INDEXES)");
-    let rawPosition = 0;
-    const rawRate = await runWorkers(APPENDS, CONCURRENCY, async () => {
-      rawPosition++;
-      await pool.query(
-        `INSERT INTO raw_items (id, cube_id, position, item_type, created_at, author_principal_id, author_principal_kind,
-          author_label, message, visibility) VALUES ($1, $2, $3, 'entry', now(), $4, 'client', 'bench', $5, 'broadcast')`,
-        [randomUUID(), cubeId, rawPosition, client.client?.id, message],
-      );
-    });
+    // 1. AppendEntry vs its floor, same concurrency, alternated twice, best of each (shared box).
+    const append = (w: number) =>
+      activity.appendEntry({ cubeId, message, visibility: Visibility.BROADCAST }, as(seats[w] as string));
+    const floorAppend = (w: number) =>
+      floor.query(APPEND_SQL, [new Date().toISOString(), floorDrones[w], floorCubeId, randomUUID(), clientId, message]);
+    await closedLoop(CONCURRENCY, 1, append);
+    await closedLoop(CONCURRENCY, 1, floorAppend);
+    let appendRate = 0;
+    let appendFloor = 0;
+    let appendCpu = Number.POSITIVE_INFINITY;
+    for (let round = 0; round < 2; round++) {
+      const cpu = process.cpuUsage();
+      const r = await closedLoop(CONCURRENCY, SECONDS, append);
+      const used = process.cpuUsage(cpu);
+      appendCpu = Math.min(appendCpu, (used.user + used.system) / r.latencies.length);
+      appendRate = Math.max(appendRate, r.perSecond);
+      appendFloor = Math.max(appendFloor, (await closedLoop(CONCURRENCY, SECONDS, floorAppend)).perSecond);
+    }
 
-    // 2. Append→delivery latency: N subscribers (on their own seats) at a fixed append rate.
-    let seatCursor = CONCURRENCY;
+    if (ONLY === "append") {
+      bench("cube.append.per_s", appendRate, "1/s");
+      bench("cube.append.floor_share", appendRate / appendFloor, "ratio");
+      bench("cube.append.cpu_us", appendCpu, "us");
+      return;
+    }
+
+    // 2. GetCube, sequential, vs the floor's one SELECT.
+    const getCube = () => cube.getCube({ cubeId }, as(client.token));
+    const floorGet = () =>
+      floor.query(
+        `SELECT id::text, tenant_id::text, name, directive, taxonomy_json, owner_id::text, owner_kind,
+                request_key::text, head, created_at, updated_at FROM cubes WHERE id = $1::uuid AND tenant_id = $2::uuid`,
+        [cubeId, tenant.tenant?.id],
+      );
+    await closedLoop(1, 1, getCube);
+    await closedLoop(1, 1, floorGet);
+    let get = { perSecond: 0, latencies: [] as number[] };
+    let getFloor = { perSecond: 0, latencies: [] as number[] };
+    for (let round = 0; round < 2; round++) {
+      const g = await closedLoop(1, SECONDS, getCube);
+      if (g.perSecond > get.perSecond) get = g;
+      const f = await closedLoop(1, SECONDS, floorGet);
+      if (f.perSecond > getFloor.perSecond) getFloor = f;
+    }
+
+    if (ONLY === "rpc") {
+      process.stdout.write(`cube bench (rpc only): ${SECONDS} s per figure, load ${loadAverage()}\n`);
+      bench("cube.append.per_s", appendRate, "1/s");
+      bench("cube.append.floor_per_s", appendFloor, "1/s");
+      bench("cube.append.floor_share", appendRate / appendFloor, "ratio");
+      bench("cube.append.cpu_us", appendCpu, "us");
+      bench("cube.getcube.per_s", get.perSecond, "1/s");
+      bench("cube.getcube.p50_ms", pct(get.latencies, 50), "ms");
+      bench("cube.getcube.floor_per_s", getFloor.perSecond, "1/s");
+      bench("cube.getcube.floor_share", get.perSecond / getFloor.perSecond, "ratio");
+      return;
+    }
+
+    // 3. Append→delivery: N subscribers at a fixed append rate; each delivery counted per stream.
     const latencyAt = async (subscribers: number, rate: number) => {
       const latencies: number[] = [];
       const appendTimes: number[] = [];
-      const streams = seats.slice(seatCursor, seatCursor + subscribers).map((token) => {
+      let duplicates = 0;
+      const streams = Array.from({ length: subscribers }, (_, k) => {
+        const token = readers[Math.floor(k / STREAMS_PER_CLIENT)] as string;
         const controller = new AbortController();
         const stream = activity.subscribeActivity({ cubeId }, { ...as(token), signal: controller.signal });
+        const seen = new Set<string>();
         let ready = false;
         const done = (async () => {
           try {
             for await (const event of stream) {
               if (event.event.case === "ready") ready = true;
               if (event.event.case === "entry") {
-                const sent = Number(event.event.value.message.split("@")[1]);
-                if (Number.isFinite(sent)) latencies.push(nowMs() - sent);
+                const text = event.event.value.message;
+                const sent = Number(text.split("@")[2]);
+                if (!text.startsWith("latency@") || !Number.isFinite(sent)) continue;
+                if (seen.has(text)) duplicates++;
+                seen.add(text);
+                latencies.push(nowMs() - sent);
               }
             }
           } catch {
             // cancelled at the end
           }
         })();
-        return { controller, done, isReady: () => ready };
+        return { controller, done, seen, isReady: () => ready };
       });
-      seatCursor += subscribers;
-      while (!streams.every((s) => s.isReady())) await new Promise((r) => setTimeout(r, 10));
-      const total = Math.round(rate * SECONDS);
+      while (!streams.every((s) => s.isReady())) await sleep(10);
+      const total = Math.max(1, Math.round(rate * SECONDS));
       const startAt = nowMs();
       const pending: Promise<unknown>[] = [];
       for (let i = 0; i < total; i++) {
-        const due = startAt + (i * 1000) / rate;
-        const wait = due - nowMs();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        const wait = startAt + (i * 1000) / rate - nowMs();
+        if (wait > 0) await sleep(wait);
         const sent = nowMs();
         pending.push(
           activity
             .appendEntry(
-              { cubeId, message: `latency@${sent}`, visibility: Visibility.BROADCAST },
+              { cubeId, message: `latency@${subscribers}.${i}@${sent}`, visibility: Visibility.BROADCAST },
               as(seats[i % CONCURRENCY] as string),
             )
             .then(() => appendTimes.push(nowMs() - sent)),
         );
       }
       await Promise.all(pending);
+      const offered = (total / (nowMs() - startAt)) * 1000;
       const expected = total * subscribers;
       const deadline = nowMs() + 60_000;
-      while (latencies.length < expected && nowMs() < deadline) await new Promise((r) => setTimeout(r, 20));
+      while (latencies.length < expected && nowMs() < deadline) await sleep(20);
+      await sleep(200); // a late duplicate would land here
       for (const s of streams) s.controller.abort();
       await Promise.all(streams.map((s) => s.done));
-      const sorted = [...latencies].sort((a, b) => a - b);
-      const appendSorted = [...appendTimes].sort((a, b) => a - b);
-      return { subscribers, rate, delivered: latencies.length, expected, sorted, appendSorted };
+      const missing = streams.reduce((n, s) => n + (total - s.seen.size), 0);
+      if (missing !== 0 || duplicates !== 0) {
+        failed = true;
+        process.stdout.write(
+          `DELIVERY CHECK FAILED: ${subscribers} subscribers, ${missing} missing, ${duplicates} duplicated\n`,
+        );
+      }
+      latencies.sort((a, b) => a - b);
+      appendTimes.sort((a, b) => a - b);
+      return { subscribers, rate, offered, delivered: latencies.length, expected, duplicates, latencies, appendTimes };
     };
-    const sustainable = Math.max(10, Math.min(RATE, Math.floor(appendRate * 0.5)));
     const curve = [];
-    for (const n of [1, 10, SUBSCRIBERS]) curve.push(await latencyAt(n, sustainable));
-    const target = await latencyAt(SUBSCRIBERS, RATE);
-    const sorted = target.sorted;
-    const total = Math.round(RATE * SECONDS);
+    for (const n of CURVE) curve.push(await latencyAt(n, CURVE_RATE));
+    const target = await latencyAt(100, TARGET_RATE);
 
-    // 3. Raw Redis publish→receive at the same rate (through the kit's thin ioredis bus).
+    // 4. Raw Redis publish→receive at the target rate (through the kit's thin ioredis bus).
     const bus = await openBus({ url: TEST_REDIS_URL, prefix: `${busPrefix}-raw` });
     const raw: number[] = [];
     await bus.subscribe("raw", (m) => raw.push(nowMs() - Number(m)));
+    const total = Math.round(TARGET_RATE * SECONDS);
     const rawStart = nowMs();
     for (let i = 0; i < total; i++) {
-      const due = rawStart + (i * 1000) / RATE;
-      const wait = due - nowMs();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      const wait = rawStart + (i * 1000) / TARGET_RATE - nowMs();
+      if (wait > 0) await sleep(wait);
       await bus.publish("raw", String(nowMs()));
     }
-    while (raw.length < total && nowMs() < rawStart + SECONDS * 1000 + 5_000)
-      await new Promise((r) => setTimeout(r, 10));
+    while (raw.length < total && nowMs() < rawStart + SECONDS * 1000 + 5_000) await sleep(10);
     await bus.close();
-    const rawSorted = [...raw].sort((a, b) => a - b);
+    raw.sort((a, b) => a - b);
 
-    const rows = [
-      [
-        "append throughput (appends/s)",
-        fmt(appendRate),
-        "raw pg INSERT (rows/s)",
-        fmt(rawRate),
-        `${fmt((appendRate / rawRate) * 100, 1)}%`,
-      ],
-      [
-        "append→delivery p50 (ms)",
-        fmt(pct(sorted, 50), 2),
-        "redis pub→recv p50 (ms)",
-        fmt(pct(rawSorted, 50), 2),
-        `${fmt(pct(sorted, 50) / pct(rawSorted, 50), 1)}x`,
-      ],
-      [
-        "append→delivery p99 (ms)",
-        fmt(pct(sorted, 99), 2),
-        "redis pub→recv p99 (ms)",
-        fmt(pct(rawSorted, 99), 2),
-        `${fmt(pct(sorted, 99) / pct(rawSorted, 99), 1)}x`,
-      ],
-    ];
+    process.stdout.write(`cube bench: ${SECONDS} s per figure, pool ${POOL}, load ${loadAverage()}\n`);
+    process.stdout.write("| figure | cube | floor (same run) | share |\n|---|---|---|---|\n");
     process.stdout.write(
-      `cube bench: ${CONCURRENCY} in flight, ${APPENDS} appends; ${SUBSCRIBERS} subscribers at ${RATE} appends/s for ${SECONDS} s ` +
-        `(${fmt(target.delivered)} of ${fmt(target.expected)} deliveries)\n`,
+      `| AppendEntry, ${CONCURRENCY} in flight (calls/s) | ${fmt(appendRate)} | ${fmt(appendFloor)} | ${fmt((appendRate / appendFloor) * 100, 1)}% |\n`,
     );
-    process.stdout.write("| figure | cube | baseline | raw | ratio |\n|---|---|---|---|---|\n");
-    for (const r of rows) process.stdout.write(`| ${r.join(" | ")} |\n`);
     process.stdout.write(
-      "\n| subscribers | appends/s | deliveries | append RPC p50 (ms) | delivery p50 (ms) | delivery p99 (ms) |\n|---|---|---|---|---|---|\n",
+      `| GetCube, sequential (calls/s) | ${fmt(get.perSecond)} | ${fmt(getFloor.perSecond)} | ${fmt((get.perSecond / getFloor.perSecond) * 100, 1)}% |\n`,
+    );
+    process.stdout.write(
+      `| GetCube p50 (ms) | ${fmt(pct(get.latencies, 50), 2)} | ${fmt(pct(getFloor.latencies, 50), 2)} | |\n`,
+    );
+    process.stdout.write(
+      `| delivery p99, 100 subscribers, ${TARGET_RATE}/s (ms) | ${fmt(pct(target.latencies, 99), 2)} | redis pub→recv ${fmt(pct(raw, 99), 2)} | |\n`,
+    );
+    process.stdout.write(`append CPU (whole process: client, service, pg driver) ${fmt(appendCpu)} µs/append\n`);
+    process.stdout.write(
+      "\n| subscribers | appends/s asked | held | deliveries (exactly once) | append p50 (ms) | delivery p50 (ms) | delivery p99 (ms) |\n|---|---|---|---|---|---|---|\n",
     );
     for (const c of [...curve, target]) {
       process.stdout.write(
-        `| ${c.subscribers} | ${c.rate} | ${fmt(c.delivered)}/${fmt(c.expected)} | ${fmt(pct(c.appendSorted, 50), 2)} | ${fmt(pct(c.sorted, 50), 2)} | ${fmt(pct(c.sorted, 99), 2)} |\n`,
+        `| ${c.subscribers} | ${c.rate} | ${fmt(c.offered)} | ${fmt(c.delivered)}/${fmt(c.expected)}${c.duplicates ? ` (${c.duplicates} dup)` : ""} | ${fmt(pct(c.appendTimes, 50), 2)} | ${fmt(pct(c.latencies, 50), 2)} | ${fmt(pct(c.latencies, 99), 2)} |\n`,
       );
     }
+    bench("cube.append.per_s", appendRate, "1/s");
+    bench("cube.append.floor_per_s", appendFloor, "1/s");
+    bench("cube.append.floor_share", appendRate / appendFloor, "ratio");
+    bench("cube.append.cpu_us", appendCpu, "us");
+    bench("cube.getcube.per_s", get.perSecond, "1/s");
+    bench("cube.getcube.p50_ms", pct(get.latencies, 50), "ms");
+    bench("cube.getcube.floor_per_s", getFloor.perSecond, "1/s");
+    bench("cube.getcube.floor_share", get.perSecond / getFloor.perSecond, "ratio");
+    for (const c of curve) {
+      bench(`cube.fanout.p50_ms.s${c.subscribers}`, pct(c.latencies, 50), "ms");
+      bench(`cube.fanout.p99_ms.s${c.subscribers}`, pct(c.latencies, 99), "ms");
+    }
+    bench("cube.delivery.p50_ms.s100", pct(target.latencies, 50), "ms");
+    bench("cube.delivery.p99_ms.s100", pct(target.latencies, 99), "ms");
+    bench("cube.delivery.held_per_s.s100", target.offered, "1/s");
+    bench("cube.delivery.redis_p99_ms", pct(raw, 99), "ms");
+    bench("cube.delivery.exactly_once", failed ? 0 : 1, "bool");
   } finally {
+    floor.close();
+    await floorServer.stop();
     identity.close();
     cube.close();
     activity.close();
@@ -217,7 +310,7 @@ async function main() {
 }
 
 main().then(
-  () => process.exit(0),
+  () => process.exit(failed ? 1 : 0),
   (error: unknown) => {
     console.error(error);
     process.exit(1);

@@ -12,6 +12,7 @@ import {
 import { principalResolver } from "@unimatrix/service-kit/auth";
 import { openStreamCounter, RedisStreamCounter } from "@unimatrix/service-kit/bus";
 import { route } from "@unimatrix/service-kit/grpc";
+import { rawQuery } from "@unimatrix/service-kit/store";
 import { type CubeConfig, cubeEnv, readCubeConfig } from "./config";
 import { activityHandlers } from "./handlers/activity";
 import { cubeHandlers } from "./handlers/cube";
@@ -39,6 +40,7 @@ export const cubeService = defineService<CubeConfig>({
     const prisma = openPrisma(database);
     const deps: CubeDeps = {
       prisma,
+      fast: rawQuery(database),
       clock,
       bus,
       logger,

@@ -1,9 +1,10 @@
 /**
  * Device benchmark: heartbeats/s and placements/s over real gRPC (stock grpc-js client, signed
- * principals as the gateway sends them) at 8 and 64 concurrent callers, each next to a raw `pg`
- * statement on the same row shape, on the same Postgres, in the same run. The service runs in a
- * worker thread (its own event loop, as in a deployment), the callers and the raw pool in the
- * main thread.
+ * principals as the gateway sends them) at 8 and 64 concurrent callers, each next to its floor in
+ * the same run: a bare grpc-js handler running the same row change as one raw `pg` statement, no
+ * auth (kit `startFloor`), in the same worker thread as the service (its own event loop, as in a
+ * deployment), with the same pool size. A raw `pg` statement from the callers' thread (no gRPC)
+ * is shown too. Prints `BENCH` lines for the 8-caller figures.
  *
  *   npm run bench device     (needs Postgres at TEST_DATABASE_URL and Redis at TEST_REDIS_URL)
  */
@@ -18,6 +19,7 @@ import { DevicePlatform } from "@unimatrix/contracts/unimatrix/device/v1/types_p
 import { commonEnv, readConfig } from "@unimatrix/service-kit";
 import { type Principal, signPrincipal } from "@unimatrix/service-kit/auth";
 import { createClient } from "@unimatrix/service-kit/grpc";
+import { bench, floorClient } from "@unimatrix/service-kit/testing";
 import pg from "pg";
 
 const DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -98,6 +100,13 @@ async function main(): Promise<void> {
     }
     const userAuth = as(user);
     const echo = echoClient(`127.0.0.1:${service.echoPort}`);
+    const floor = floorClient(`127.0.0.1:${service.floorPort}`);
+    floorClose = () => floor.close();
+    const HEARTBEAT_SQL = `UPDATE devices SET lease_expires_at = $1, rev = rev + 1, updated_at = $2
+             WHERE id = $3 AND connection_generation = $4 AND status = 'active' AND lease_expires_at > $2
+             RETURNING lease_expires_at`;
+    const PLACEMENT_SQL = `UPDATE placements SET device_id = $1, rev = rev + 1, updated_at = now()
+             WHERE tenant_id = $2 AND root_session_id = $3 RETURNING rev`;
     const ops = {
       heartbeat: {
         service: async (w: number) => {
@@ -118,6 +127,16 @@ async function main(): Promise<void> {
           );
           if (rows.length !== 1) throw new Error("raw heartbeat missed");
         },
+        floor: async (w: number) => {
+          const now = new Date();
+          const n = await floor.query(HEARTBEAT_SQL, [
+            new Date(now.getTime() + 600_000).toISOString(),
+            now.toISOString(),
+            fleet[w]?.id,
+            fleet[w]?.generation.toString(),
+          ]);
+          if (n !== 1) throw new Error("floor heartbeat missed");
+        },
       },
       placement: {
         service: async (w: number) => {
@@ -136,6 +155,10 @@ async function main(): Promise<void> {
           );
           if (rows.length !== 1) throw new Error("raw placement missed");
         },
+        floor: async (w: number) => {
+          const n = await floor.query(PLACEMENT_SQL, [fleet[w]?.id, tenantId, `raw-${w}`]);
+          if (n !== 1) throw new Error("floor placement missed");
+        },
       },
     };
     let placed = 0;
@@ -143,27 +166,25 @@ async function main(): Promise<void> {
       what: string;
       workers: number;
       service: number;
+      floor: number;
       raw: number;
       serviceCpu: number;
-      rawCpu: number;
+      floorCpu: number;
     }[] = [];
     const transport: { workers: number; echo: number; cpu: number }[] = [];
     for (const workers of [8, 64]) {
       for (const [what, op] of Object.entries(ops)) {
-        // Warm up, then alternate service and raw twice and keep each one's best (the box is shared).
+        // Warm up, then alternate service, floor and raw twice and keep each one's best (the box is shared).
         await rate(workers, op.service, 1);
+        await rate(workers, op.floor, 1);
         await rate(workers, op.raw, 1);
-        let best = { service: 0, raw: 0, serviceCpu: Number.POSITIVE_INFINITY, rawCpu: Number.POSITIVE_INFINITY };
+        const best = { service: 0, floor: 0, raw: 0, serviceCpu: Infinity, floorCpu: Infinity };
         for (let round = 0; round < 2; round += 1) {
-          const service = await rate(workers, op.service);
-          const serviceCpu = lastCpuPerOp;
-          const rawRate = await rate(workers, op.raw);
-          best = {
-            service: Math.max(best.service, service),
-            raw: Math.max(best.raw, rawRate),
-            serviceCpu: Math.min(best.serviceCpu, serviceCpu),
-            rawCpu: Math.min(best.rawCpu, lastCpuPerOp),
-          };
+          best.service = Math.max(best.service, await rate(workers, op.service));
+          best.serviceCpu = Math.min(best.serviceCpu, lastCpuPerOp);
+          best.floor = Math.max(best.floor, await rate(workers, op.floor));
+          best.floorCpu = Math.min(best.floorCpu, lastCpuPerOp);
+          best.raw = Math.max(best.raw, await rate(workers, op.raw));
         }
         results.push({ what, workers, ...best });
       }
@@ -171,26 +192,39 @@ async function main(): Promise<void> {
     }
     const pad = (s: string, n: number) => s.padStart(n);
     const load = loadavg()
-      .map((x) => x.toFixed(1))
+      .map((x) => x.toFixed(2))
       .join(" ");
     process.stdout.write(
       `device bench: ${SECONDS}s per figure (best of 2), pool ${POOL}, ${cpus().length} cores, load ${load}\n`,
     );
     process.stdout.write(
-      `${"operation".padEnd(12)}${pad("callers", 8)}${pad("service/s", 11)}${pad("raw pg/s", 10)}${pad("ratio", 7)}${pad("svc cpu µs/op", 15)}${pad("raw cpu µs/op", 15)}\n`,
+      `${"operation".padEnd(12)}${pad("callers", 8)}${pad("service/s", 11)}${pad("floor/s", 9)}${pad("share", 7)}${pad("raw pg/s", 10)}${pad("svc cpu µs/op", 15)}${pad("floor cpu µs/op", 17)}\n`,
     );
     for (const r of results) {
       process.stdout.write(
-        `${r.what.padEnd(12)}${pad(String(r.workers), 8)}${pad(r.service.toFixed(0), 11)}${pad(r.raw.toFixed(0), 10)}${pad(`${((r.service / r.raw) * 100).toFixed(0)}%`, 7)}${pad(r.serviceCpu.toFixed(0), 15)}${pad(r.rawCpu.toFixed(0), 15)}\n`,
+        `${r.what.padEnd(12)}${pad(String(r.workers), 8)}${pad(r.service.toFixed(0), 11)}${pad(r.floor.toFixed(0), 9)}${pad(`${((r.service / r.floor) * 100).toFixed(0)}%`, 7)}${pad(r.raw.toFixed(0), 10)}${pad(r.serviceCpu.toFixed(0), 15)}${pad(r.floorCpu.toFixed(0), 17)}\n`,
       );
     }
+    process.stdout.write(
+      "floor: bare grpc-js handler + one raw pg statement, no auth, in the service's worker thread\n",
+    );
+    process.stdout.write("raw pg: the same statement from the callers' thread, no gRPC\n");
     process.stdout.write("transport ceiling (bare grpc-js echo in the same worker, no auth, no database):\n");
     for (const t of transport)
       process.stdout.write(
         `  ${String(t.workers).padStart(3)} callers: ${t.echo.toFixed(0)} calls/s, ${t.cpu.toFixed(0)} cpu µs/op\n`,
       );
+    for (const r of results) {
+      const name = r.what === "heartbeat" ? "heartbeat" : "placement";
+      const suffix = r.workers === 8 ? "" : `.c${r.workers}`;
+      bench(`device.${name}.per_s${suffix}`, r.service, "1/s");
+      bench(`device.${name}.floor_per_s${suffix}`, r.floor, "1/s");
+      bench(`device.${name}.floor_share${suffix}`, r.service / r.floor, "ratio");
+      if (r.workers === 8) bench(`device.${name}.cpu_us`, r.serviceCpu, "us");
+    }
   } finally {
     echoClose();
+    floorClose();
     enrollment.close();
     devices.close();
     placement.close();
@@ -201,6 +235,7 @@ async function main(): Promise<void> {
 }
 
 let echoClose = () => {};
+let floorClose = () => {};
 /** A stock grpc-js client of the bare echo server: the transport's own cost, for reference. */
 function echoClient(address: string): () => Promise<void> {
   const id = (b: Buffer) => b;
@@ -228,11 +263,13 @@ function echoClient(address: string): () => Promise<void> {
 function startInWorker(
   config: unknown,
   schema: string,
-): Promise<{ port: number; echoPort: number; stop(): Promise<void> }> {
+): Promise<{ port: number; echoPort: number; floorPort: number; stop(): Promise<void> }> {
   const source = `
     const { parentPort, workerData } = require("node:worker_threads");
     const grpc = require("@grpc/grpc-js");
     const { startDevice } = require("@unimatrix/device");
+    const { startFloor } = require("@unimatrix/service-kit/testing");
+    const pg = require("pg");
     const id = (b) => b;
     const echo = new grpc.Server();
     echo.addService({ echo: { path: "/bench.Echo/Echo", requestStream: false, responseStream: false,
@@ -242,19 +279,24 @@ function startInWorker(
       echo.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
     startDevice({ config: workerData.config, port: 0, schema: workerData.schema, leaseSeconds: 600, sweepMs: 0 }).then(
       async (service) => {
-        parentPort.postMessage({ port: service.port, echoPort: await echoPort });
-        parentPort.on("message", () => service.stop().then(() => parentPort.postMessage({ stopped: true })));
+        const pool = new pg.Pool({ connectionString: workerData.config.databaseUrl, max: workerData.pool,
+          options: "-c search_path=" + workerData.schema });
+        const floor = await startFloor(pool);
+        parentPort.postMessage({ port: service.port, echoPort: await echoPort, floorPort: floor.port });
+        parentPort.on("message", () => floor.stop().then(() => pool.end()).then(() => service.stop())
+          .then(() => parentPort.postMessage({ stopped: true })));
       },
       (error) => parentPort.postMessage({ error: String(error && error.stack) }),
     );`;
-  const worker = new Worker(source, { eval: true, workerData: { config, schema } });
+  const worker = new Worker(source, { eval: true, workerData: { config, schema, pool: POOL } });
   return new Promise((resolve, reject) => {
     worker.once("error", reject);
-    worker.once("message", (message: { port?: number; echoPort?: number; error?: string }) => {
+    worker.once("message", (message: { port?: number; echoPort?: number; floorPort?: number; error?: string }) => {
       if (message.error || message.port === undefined) return reject(new Error(message.error ?? "no port"));
       resolve({
         port: message.port,
         echoPort: message.echoPort ?? 0,
+        floorPort: message.floorPort ?? 0,
         stop: () =>
           new Promise<void>((done) => {
             worker.once("message", () => worker.terminate().then(() => done()));

@@ -1,7 +1,9 @@
 // Gateway benchmark, every figure next to its baseline from the same run:
 //  1. unary: Connect JSON through the gateway vs the same call straight to the cube service over
 //     gRPC vs a bare HTTP echo server (the floor of an HTTP round trip from this client);
-//  2. SSE fan-out: N open streams on one gateway, append→delivery latency at a fixed append rate.
+//  2. SSE fan-out growth: 100, 1,000, 2,000, 5,000 open streams on one gateway (as many as the
+//     machine holds), append→delivery latency at a fixed append rate, every delivery checked to
+//     arrive exactly once on every stream. Prints `BENCH` lines.
 // The system (four services on Postgres + Redis) runs in a child process, as `npm start` runs it,
 // so the client's CPU is not the server's.
 import { type ChildProcess, spawn } from "node:child_process";
@@ -11,16 +13,25 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { createClient, PRINCIPAL_HEADER, signPrincipal } from "@unimatrix/service-kit";
-import { TEST_DATABASE_URL, TEST_REDIS_URL, testBusPrefix, uniqueName } from "@unimatrix/service-kit/testing";
+import {
+  bench,
+  benchSeconds,
+  loadAverage,
+  TEST_DATABASE_URL,
+  TEST_REDIS_URL,
+  testBusPrefix,
+  uniqueName,
+} from "@unimatrix/service-kit/testing";
 import pg from "pg";
 
 const OPERATOR = "umx_operator_gatewaybench_0123456789abcdef";
 const KEY = "gateway-bench-internal-key-0123456789abcdef";
 const CALLS = Number(process.env.BENCH_CALLS ?? 3_000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
-const STREAMS = Number(process.env.BENCH_STREAMS ?? 2_000);
+const STREAM_STEPS = (process.env.BENCH_STREAMS ?? "100,1000,2000,5000").split(",").map(Number);
 const RATE = Number(process.env.BENCH_RATE ?? 10);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const SECONDS = benchSeconds(5);
+let failed = false;
 
 const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 const pct = (sorted: number[], p: number) =>
@@ -50,7 +61,7 @@ async function startSystem(database: string): Promise<{ child: ChildProcess; por
   const url = new URL(TEST_DATABASE_URL);
   url.pathname = `/${database}`;
   const root = join(__dirname, "..", "..", "..");
-  const child = spawn(process.execPath, [join(root, "packages", "launcher", "dist", "main.js")], {
+  const child = spawn(process.execPath, [join(root, "apps", "unimatrix", "dist", "main.js")], {
     cwd: root,
     env: {
       ...process.env,
@@ -63,6 +74,10 @@ async function startSystem(database: string): Promise<{ child: ChildProcess; por
       DEVICE_PORT: "0",
       PRESENCE_PORT: "0",
       GATEWAY_PORT: "0",
+      CUBE_METRICS_PORT: "0",
+      DEVICE_METRICS_PORT: "0",
+      PRESENCE_METRICS_PORT: "0",
+      GATEWAY_METRICS_PORT: "0",
       GATEWAY_RATE_LIMIT_PER_SECOND: "0",
       CUBE_LIVENESS_INTERVAL_MS: "0",
       LOG_LEVEL: "warn",
@@ -74,7 +89,7 @@ async function startSystem(database: string): Promise<{ child: ChildProcess; por
   await new Promise<void>((resolve, reject) => {
     child.stdout!.on("data", (chunk: Buffer) => {
       output += chunk.toString();
-      for (const m of output.matchAll(/^ {2}(cube|device|presence|gateway)\s+\w+:\/\/127\.0\.0\.1:(\d+)$/gm))
+      for (const m of output.matchAll(/^ {2}(cube|device|presence|gateway)\s+\w+:\/\/127\.0\.0\.1:(\d+)/gm))
         ports[m[1]!] = Number(m[2]);
       if (Object.keys(ports).length === 4) resolve();
     });
@@ -105,6 +120,20 @@ async function main() {
       });
       if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
       return (await response.json()) as T;
+    };
+    // Under load the gateway may answer 503 before forwarding (its credential lookup timed out):
+    // nothing was written, so the append is sent again (the exactly-once check would see a double).
+    let retried = 0;
+    const callRetrying = async <T>(path: string, body: unknown, token: string): Promise<T> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await call<T>(path, body, token);
+        } catch (error) {
+          if (attempt >= 5 || !String(error).includes(": 503 ")) throw error;
+          retried++;
+          await new Promise((r) => setTimeout(r, 200 * attempt));
+        }
+      }
     };
     const tenant = await call<{ adminUserToken: string; adminUser: { id: string }; tenant: { id: string } }>(
       "unimatrix.cube.v1.IdentityService/CreateTenant",
@@ -157,55 +186,9 @@ async function main() {
     const added = rows[0]![1].p50 - rows[1]![1].p50;
     process.stdout.write(`gateway adds ${fmt(added)} ms p50 over the direct gRPC call (target ≤ 1 ms)\n`);
 
-    // 2. SSE fan-out: the cube allows 10 streams per credential, so one client per 10 streams.
-    const clients: string[] = [];
-    for (let i = 0; i < Math.ceil(STREAMS / 10); i++) {
-      const issued = await call<{ client: { id: string }; token: string }>(
-        "unimatrix.cube.v1.IdentityService/IssueClient",
-        { name: `reader-${i}` },
-        user,
-      );
-      await call(
-        "unimatrix.cube.v1.IdentityService/SetCubeGrant",
-        { clientId: issued.client.id, cubeId: cube.id, access: "CUBE_ACCESS_READ" },
-        user,
-      );
-      clients.push(issued.token);
-    }
-    const sent = new Map<string, number>();
-    const latencies: number[] = [];
-    let ready = 0;
-    const controllers: AbortController[] = [];
-    const open = async (token: string) => {
-      const controller = new AbortController();
-      controllers.push(controller);
-      const response = await fetch(`${gateway}/v1/cubes/${cube.id}/events`, {
-        headers: { authorization: `Bearer ${token}` },
-        signal: controller.signal,
-      });
-      const reader = response.body!.getReader();
-      const decoder = new TextDecoder();
-      let buffer = "";
-      for (;;) {
-        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-        if (done) return;
-        buffer += decoder.decode(value, { stream: true });
-        let end = buffer.indexOf("\n\n");
-        while (end >= 0) {
-          const frame = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          if (frame.includes("event: ready")) ready++;
-          const message = /"message":"(bench-\d+)"/.exec(frame)?.[1];
-          const at = message ? sent.get(message) : undefined;
-          if (at !== undefined) latencies.push(nowMs() - at);
-          end = buffer.indexOf("\n\n");
-        }
-      }
-    };
-    const opening = Array.from({ length: STREAMS }, (_, i) => open(clients[Math.floor(i / 10)]!).catch(() => {}));
-    const openStarted = nowMs();
-    while (ready < STREAMS && nowMs() - openStarted < 60_000) await new Promise((r) => setTimeout(r, 50));
-    const openSeconds = (nowMs() - openStarted) / 1000;
+    // 2. SSE fan-out growth: streams are added up to each step (the cube allows 10 streams per
+    // credential, so one READ client per 10 streams); at each step RATE appends/s for SECONDS,
+    // and every stream must receive every append of the step exactly once.
     const writer = await call<{ client: { id: string }; token: string }>(
       "unimatrix.cube.v1.IdentityService/IssueClient",
       { name: "writer" },
@@ -226,28 +209,132 @@ async function main() {
       { cubeId: cube.id, roleId: role.id },
       writer.token,
     );
-    const total = RATE * SECONDS;
-    for (let i = 0; i < total; i++) {
-      const message = `bench-${i}`;
-      sent.set(message, nowMs());
-      await call(
-        "unimatrix.cube.v1.ActivityService/AppendEntry",
-        { cubeId: cube.id, message, visibility: "VISIBILITY_BROADCAST" },
-        sessionToken,
-      );
-      await new Promise((r) => setTimeout(r, 1000 / RATE));
+    const clients: string[] = [];
+    const sent = new Map<string, number>();
+    const latencies: number[] = [];
+    let duplicates = 0;
+    let ready = 0;
+    const streams: { controller: AbortController; seen: Set<string> }[] = [];
+    const open = async (token: string) => {
+      const controller = new AbortController();
+      const seen = new Set<string>();
+      streams.push({ controller, seen });
+      const response = await fetch(`${gateway}/v1/cubes/${cube.id}/events`, {
+        headers: { authorization: `Bearer ${token}` },
+        signal: controller.signal,
+      });
+      const reader = response.body!.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+        if (done) return;
+        buffer += decoder.decode(value, { stream: true });
+        let end = buffer.indexOf("\n\n");
+        while (end >= 0) {
+          const frame = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          if (frame.includes("event: ready")) ready++;
+          const message = /"message":"(bench-\d+-\d+)"/.exec(frame)?.[1];
+          const at = message ? sent.get(message) : undefined;
+          if (message && at !== undefined) {
+            if (seen.has(message)) duplicates++;
+            seen.add(message);
+            latencies.push(nowMs() - at);
+          }
+          end = buffer.indexOf("\n\n");
+        }
+      }
+    };
+    const opening: Promise<void>[] = [];
+    const steps: {
+      asked: number;
+      held: number;
+      openSeconds: number;
+      delivered: number;
+      expected: number;
+      missing: number;
+      p50: number;
+      p99: number;
+      max: number;
+    }[] = [];
+    for (const asked of STREAM_STEPS) {
+      while (clients.length < Math.ceil(asked / 10)) {
+        const issued = await callRetrying<{ client: { id: string }; token: string }>(
+          "unimatrix.cube.v1.IdentityService/IssueClient",
+          { name: `reader-${clients.length}` },
+          user,
+        );
+        await callRetrying(
+          "unimatrix.cube.v1.IdentityService/SetCubeGrant",
+          { clientId: issued.client.id, cubeId: cube.id, access: "CUBE_ACCESS_READ" },
+          user,
+        );
+        clients.push(issued.token);
+      }
+      const openStarted = nowMs();
+      for (let i = streams.length; i < asked; i++) opening.push(open(clients[Math.floor(i / 10)]!).catch(() => {}));
+      while (ready < asked && nowMs() - openStarted < 60_000) await new Promise((r) => setTimeout(r, 50));
+      const openSeconds = (nowMs() - openStarted) / 1000;
+      const held = ready;
+      for (const st of streams) st.seen.clear();
+      latencies.length = 0;
+      const total = RATE * SECONDS;
+      const stepStarted = nowMs();
+      for (let i = 0; i < total; i++) {
+        const wait = stepStarted + (i * 1000) / RATE - nowMs();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        const message = `bench-${asked}-${i}`;
+        sent.set(message, nowMs());
+        await callRetrying(
+          "unimatrix.cube.v1.ActivityService/AppendEntry",
+          { cubeId: cube.id, message, visibility: "VISIBILITY_BROADCAST" },
+          sessionToken,
+        );
+      }
+      const expected = total * held;
+      const waitUntil = nowMs() + 30_000;
+      while (latencies.length < expected && nowMs() < waitUntil) await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 200)); // a late duplicate would land here
+      const missing = streams.reduce((n, st) => n + Math.max(0, total - st.seen.size), 0);
+      if (missing > 0 || duplicates > 0 || held < asked) failed = true;
+      latencies.sort((a, b) => a - b);
+      steps.push({
+        asked,
+        held,
+        openSeconds,
+        delivered: latencies.length,
+        expected,
+        missing,
+        p50: pct(latencies, 50),
+        p99: pct(latencies, 99),
+        max: latencies.at(-1) ?? Number.NaN,
+      });
+      if (held < asked) break; // the machine did not hold this many; report what it held
     }
-    const expected = total * ready;
-    const waitUntil = nowMs() + 30_000;
-    while (latencies.length < expected && nowMs() < waitUntil) await new Promise((r) => setTimeout(r, 50));
-    for (const c of controllers) c.abort();
+    for (const st of streams) st.controller.abort();
     await Promise.all(opening);
-    latencies.sort((a, b) => a - b);
     process.stdout.write(
-      `\nSSE fan-out: ${ready}/${STREAMS} streams ready in ${fmt(openSeconds, 1)} s; ${total} appends at ${RATE}/s\n` +
-        `| deliveries | expected | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|\n` +
-        `| ${latencies.length} | ${expected} | ${fmt(pct(latencies, 50))} | ${fmt(pct(latencies, 99))} | ${fmt(latencies.at(-1) ?? NaN)} |\n`,
+      `\nSSE fan-out growth, ${RATE} appends/s for ${SECONDS} s per step (load ${loadAverage()})\n` +
+        "| streams asked | held | ready in s | deliveries (exactly once) | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|---|---|\n",
     );
+    for (const st of steps) {
+      process.stdout.write(
+        `| ${st.asked} | ${st.held} | ${fmt(st.openSeconds, 1)} | ${st.delivered}/${st.expected}${st.missing ? ` (${st.missing} missing)` : ""} | ${fmt(st.p50)} | ${fmt(st.p99)} | ${fmt(st.max)} |\n`,
+      );
+    }
+    if (duplicates > 0) process.stdout.write(`DELIVERY CHECK FAILED: ${duplicates} duplicated deliveries\n`);
+    if (retried > 0) process.stdout.write(`${retried} calls answered 503 under load and were sent again\n`);
+    bench("gateway.added_ms.p50", added, "ms");
+    bench("gateway.unary.p50_ms", rows[0]![1].p50, "ms");
+    bench("gateway.direct.p50_ms", rows[1]![1].p50, "ms");
+    bench("gateway.http_echo.p50_ms", rows[2]![1].p50, "ms");
+    for (const st of steps) {
+      bench(`gateway.sse.held.s${st.asked}`, st.held, "streams");
+      bench(`gateway.sse.p50_ms.s${st.asked}`, st.p50, "ms");
+      bench(`gateway.sse.p99_ms.s${st.asked}`, st.p99, "ms");
+    }
+    bench("gateway.sse.exactly_once", failed ? 0 : 1, "bool");
   } finally {
     echo.close();
     child.kill("SIGTERM");
@@ -257,7 +344,10 @@ async function main() {
   }
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(`${(error as Error).stack}\n`);
-  process.exit(1);
-});
+main().then(
+  () => process.exit(failed ? 1 : 0),
+  (error: unknown) => {
+    process.stderr.write(`${(error as Error).stack}\n`);
+    process.exit(1);
+  },
+);

@@ -35,6 +35,9 @@ async function main() {
   const links = createClient(LinkService, job.address);
   const samples: number[] = [];
   const watchers: { cancel(): void }[] = [];
+  /** Per watcher, the cursors of the transitions it received (exactly-once check). */
+  const seen: Set<string>[] = [];
+  let duplicates = 0;
   let ready = 0;
   for (let i = 0; i < job.watchers; i++) {
     const metadata = attachPrincipal(
@@ -48,12 +51,16 @@ async function main() {
     );
     const stream = machines.watchMachines({}, { metadata });
     watchers.push(stream as unknown as { cancel(): void });
+    const mine = new Set<string>();
+    seen.push(mine);
     stream.on("data", (event: WatchMachinesResponse) => {
       const c = event.event.case;
       if (c === "machineReady") ready += 1;
       else if ((c === "machineLinked" || c === "machineUnlinked") && event.event.value.at) {
         const at = Number(event.event.value.at.seconds) * 1000 + event.event.value.at.nanos / 1e6;
         samples.push(Date.now() - at);
+        if (mine.has(event.event.value.cursor)) duplicates += 1;
+        mine.add(event.event.value.cursor);
       }
     });
     stream.on("error", () => {});
@@ -85,18 +92,42 @@ async function main() {
     if (wait > 0) await sleep(wait);
   }
   if (!job.drive) await sleep(job.seconds * 1000);
-  for (const call of open) call?.end();
-  await sleep(1500);
+  let ends = 0;
+  for (const call of open) {
+    if (call) ends += 1;
+    call?.end();
+  }
+  // Let every transition in flight land: wait until the watchers agree and nothing arrived for
+  // a second (deadline 60 s), so a slow run reports latency, not misses.
+  const total = () => seen.reduce((n, set) => n + set.size, 0);
+  const deadline = performance.now() + 60_000;
+  let last = -1;
+  for (;;) {
+    await sleep(1000);
+    const now = total();
+    const agreed = seen.every((set) => set.size === seen[0]?.size);
+    if ((now === last && agreed) || performance.now() > deadline) break;
+    last = now;
+  }
   for (const w of watchers) w.cancel();
   process.stdout.write(
-    `${JSON.stringify({ p50: pct(samples, 50), p99: pct(samples, 99), count: samples.length, driven: n, samples })}\n`,
+    `${JSON.stringify({
+      p50: pct(samples, 50),
+      p99: pct(samples, 99),
+      count: samples.length,
+      driven: job.drive ? n + ends : 0,
+      duplicates,
+      perWatcher: seen.map((s) => s.size),
+      samples,
+    })}\n`,
   );
   machines.close();
   links.close();
 }
 
 main().then(
-  () => process.exit(0),
+  // Exit only once the (large) result line is flushed to the pipe: exiting earlier truncates it.
+  () => process.stdout.write("", () => process.exit(0)),
   (error: unknown) => {
     console.error(error);
     process.exit(1);

@@ -1,6 +1,8 @@
-// Presence benchmark: snapshot of 10,000 machines, transition→watcher latency with 100 watchers
-// at 200 transitions/s, link churn throughput — each next to raw pg + raw Redis doing the same
-// writes and publishes in the same run. Needs the local Postgres and Redis.
+// Presence benchmark: snapshot growth at 1k/10k/50k machines, transition→watcher latency at
+// 200 transitions/s with 1, 10, 100 and 1,000 watchers (each transition checked to reach every
+// watcher exactly once), link churn throughput — each next to its floor in the same run: raw pg
+// (+ raw Redis) doing the same reads, writes and publishes. Prints `BENCH` lines. Needs the local
+// Postgres and Redis.
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
@@ -16,6 +18,8 @@ import { startPresence } from "@unimatrix/presence";
 import { attachPrincipal, issueToken, type Principal } from "@unimatrix/service-kit/auth";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import {
+  bench,
+  loadAverage,
   TEST_DATABASE_URL,
   TEST_INTERNAL_KEY,
   TEST_REDIS_URL,
@@ -29,6 +33,10 @@ import pg from "pg";
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ONLY = process.env.BENCH_ONLY;
 const RATE = Number(process.env.BENCH_RATE ?? 200);
+const WATCHERS = (process.env.BENCH_WATCHERS ?? "1,10,100,1000").split(",").map(Number);
+const SNAPSHOTS = (process.env.BENCH_MACHINES ?? "1000,10000,50000").split(",").map(Number);
+const figures: [string, number, string][] = [];
+let failed = false;
 
 function pct(samples: number[], p: number): number {
   if (samples.length === 0) return Number.NaN;
@@ -95,13 +103,14 @@ async function main() {
     line("\n### Snapshot (WatchMachines with no cursor → first message), 15 runs each");
     line("| machines | snapshot p50 | snapshot p99 | snapshot size | raw pg SELECT p50 |");
     line("|---|---|---|---|---|");
-    for (const count of ONLY && ONLY !== "snapshot" ? [] : [1_000, 5_000, 10_000]) {
+    for (const count of ONLY && ONLY !== "snapshot" ? [] : SNAPSHOTS) {
+      const runs = count >= 50_000 ? 5 : 15;
       const tenantId = randomUUID();
       await seedMachines(db, tenantId, count);
       const user: Principal = { kind: "user", subjectId: randomUUID(), tenantId };
       const times: number[] = [];
       let size = 0;
-      for (let run = 0; run < 15; run++) {
+      for (let run = 0; run < runs; run++) {
         const started = performance.now();
         const stream = machines.watchMachines({}, { metadata: signed(user) });
         for await (const event of stream as AsyncIterable<WatchMachinesResponse>) {
@@ -115,7 +124,7 @@ async function main() {
         (stream as unknown as { cancel(): void }).cancel();
       }
       const raw: number[] = [];
-      for (let run = 0; run < 15; run++) {
+      for (let run = 0; run < runs; run++) {
         const started = performance.now();
         await db.query(
           `SELECT m.id, m.name, p.linked, p.changed_at FROM machines m JOIN presence p ON p.machine_id = m.id
@@ -127,6 +136,8 @@ async function main() {
       line(
         `| ${count} | ${ms(pct(times, 50))} | ${ms(pct(times, 99))} | ${(size / 1024).toFixed(0)} KiB | ${ms(pct(raw, 50))} |`,
       );
+      figures.push([`presence.snapshot.p50_ms.m${count}`, pct(times, 50), "ms"]);
+      figures.push([`presence.snapshot.floor_p50_ms.m${count}`, pct(raw, 50), "ms"]);
     }
 
     // ---------------------------------------------------------------- latency
@@ -140,17 +151,43 @@ async function main() {
       }
       return { tenantId, tokens };
     })();
-    line(`\n### Transition → watcher latency at 200 transitions/s for ${SECONDS} s (event \`at\` → received)`);
-    line("| watchers | presence p50 | presence p99 | events seen | raw pg tx + Redis publish p50 | raw p99 |");
+    line(`\n### Transition → watcher latency at ${RATE} transitions/s for ${SECONDS} s (event \`at\` → received)`);
+    line(
+      "| watchers | presence p50 | presence p99 | deliveries (exactly once) | raw pg tx + Redis publish p50 | raw p99 |",
+    );
     line("|---|---|---|---|---|---|");
-    for (const watcherCount of ONLY && ONLY !== "latency" ? [] : [10, 100]) {
+    for (const watcherCount of ONLY && ONLY !== "latency" ? [] : WATCHERS) {
       const job = { address, tenantId, watchers: watcherCount, tokens, seconds: SECONDS, rate: RATE };
+      // The log is the truth: every watcher must hold exactly the transitions committed meanwhile
+      // (a link closed before its hello landed commits none, so the driver's count is not it).
+      const head = async () =>
+        BigInt(
+          (await db.query("SELECT coalesce(max(seq), 0) AS seq FROM presence_events WHERE tenant_id = $1", [tenantId]))
+            .rows[0].seq,
+        );
+      const before = await head();
       const result = await runClients(job, watcherCount >= 50 ? 4 : 1);
-      const raw = await rawLatency(watcherCount, schema.schema);
-      line(
-        `| ${watcherCount} | ${ms(result.p50)} | ${ms(result.p99)} | ${result.count} | ${ms(pct(raw, 50))} | ${ms(pct(raw, 99))} |`,
+      const committed = Number(
+        (
+          await db.query("SELECT count(*) AS n FROM presence_events WHERE tenant_id = $1 AND seq > $2", [
+            tenantId,
+            before.toString(),
+          ])
+        ).rows[0].n,
       );
+      // The floor fans out through one Redis connection per watcher, up to 100 (a thousand raw
+      // connections would measure Redis client setup, not the floor of a fan-out).
+      const raw = await rawLatency(Math.min(watcherCount, 100), schema.schema);
+      const exact = result.duplicates === 0 && result.perWatcher.every((n) => n === committed);
+      if (!exact) failed = true;
+      line(
+        `| ${watcherCount} | ${ms(result.p50)} | ${ms(result.p99)} | ${result.count}/${committed * watcherCount}${exact ? "" : ` FAILED (${result.duplicates} dup, ${result.perWatcher.filter((n) => n !== committed).length} watchers off)`} | ${ms(pct(raw, 50))} | ${ms(pct(raw, 99))} |`,
+      );
+      figures.push([`presence.watch.p50_ms.w${watcherCount}`, result.p50, "ms"]);
+      figures.push([`presence.watch.p99_ms.w${watcherCount}`, result.p99, "ms"]);
+      figures.push([`presence.watch.floor_p99_ms.w${watcherCount}`, pct(raw, 99), "ms"]);
     }
+    figures.push(["presence.watch.exactly_once", failed ? 0 : 1, "bool"]);
 
     // ---------------------------------------------------------------- churn
     line(`\n### Link churn: open+close cycles as fast as possible for ${SECONDS} s`);
@@ -179,7 +216,11 @@ async function main() {
       const rate = transitions / ((performance.now() - started) / 1000);
       const raw = await rawChurn(width, schema.schema);
       line(`| ${width} | ${rate.toFixed(0)} | ${raw.toFixed(0)} |`);
+      figures.push([`presence.churn.per_s.d${width}`, rate, "1/s"]);
+      figures.push([`presence.churn.floor_share.d${width}`, rate / raw, "ratio"]);
     }
+    line(`\nload ${loadAverage()}`);
+    for (const [name, value, unit] of figures) bench(name, value, unit);
   } finally {
     machines.close();
     links.close();
@@ -197,7 +238,7 @@ async function main() {
 async function runClients(
   job: { watchers: number } & Record<string, unknown>,
   processes: number,
-): Promise<{ p50: number; p99: number; count: number }> {
+): Promise<{ p50: number; p99: number; count: number; driven: number; duplicates: number; perWatcher: number[] }> {
   const children = Array.from({ length: processes }, (_, k) => {
     const share = Math.floor(job.watchers / processes) + (k < job.watchers % processes ? 1 : 0);
     const offset = k * Math.ceil(job.watchers / processes);
@@ -213,19 +254,26 @@ async function runClients(
       const check = () => (out.includes("READY") ? resolve() : setTimeout(check, 10));
       check();
     });
-    const done = new Promise<number[]>((resolve, reject) =>
-      child.on("exit", (code) =>
-        code === 0
-          ? resolve(JSON.parse(out.trim().split("\n").at(-1) ?? "{}").samples)
-          : reject(new Error(`exit ${code}`)),
-      ),
+    const done = new Promise<{ samples: number[]; driven: number; duplicates: number; perWatcher: number[] }>(
+      (resolve, reject) =>
+        child.on("close", (code) =>
+          code === 0 ? resolve(JSON.parse(out.trim().split("\n").at(-1) ?? "{}")) : reject(new Error(`exit ${code}`)),
+        ),
     );
     return { child, ready, done };
   });
   await Promise.all(children.map((c) => c.ready));
   for (const c of children) c.child.stdin?.write("go\n");
-  const samples = (await Promise.all(children.map((c) => c.done))).flat();
-  return { p50: pct(samples, 50), p99: pct(samples, 99), count: samples.length };
+  const results = await Promise.all(children.map((c) => c.done));
+  const samples = results.flatMap((r) => r.samples);
+  return {
+    p50: pct(samples, 50),
+    p99: pct(samples, 99),
+    count: samples.length,
+    driven: results.reduce((n, r) => n + r.driven, 0),
+    duplicates: results.reduce((n, r) => n + r.duplicates, 0),
+    perWatcher: results.flatMap((r) => r.perWatcher),
+  };
 }
 
 /** Raw baseline: per transition one pg transaction (row lock, insert event, update row) + one Redis publish. */
@@ -314,7 +362,7 @@ async function rawChurn(width: number, schema: string): Promise<number> {
 }
 
 main().then(
-  () => process.exit(0),
+  () => process.exit(failed ? 1 : 0),
   (error: unknown) => {
     console.error(error);
     process.exit(1);

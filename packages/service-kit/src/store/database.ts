@@ -29,6 +29,8 @@ export interface Database {
   pool?(): PoolStats;
   /** A dedicated SQL session (its own connection on Postgres); close it when done. */
   openSession(): Promise<SqlSession>;
+  /** Runs one parameterized statement on the pool, no ORM (hot paths where Prisma's per-query cost dominates). */
+  query<R>(text: string, values: readonly unknown[]): Promise<R[]>;
   close(): Promise<void>;
 }
 
@@ -60,6 +62,9 @@ function openPostgres(url: string, schema: string, poolSize: number): Database {
     schema,
     adapter: new PrismaPg(pool, { schema }),
     pool: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    async query<R>(text: string, values: readonly unknown[]) {
+      return (await pool.query(text, values as unknown[])).rows as R[];
+    },
     async openSession() {
       const client = new pg.Client(config);
       await client.connect();
@@ -80,11 +85,34 @@ async function openPglite(dir: string): Promise<Database> {
     kind: "pglite",
     schema: "public",
     adapter: new PrismaPGlite(db as unknown as ConstructorParameters<typeof PrismaPGlite>[0]),
+    async query<R>(text: string, values: readonly unknown[]) {
+      return (await db.query<R>(text, values as unknown[])).rows;
+    },
     async openSession() {
       return pgliteSession(db);
     },
     async close() {
       if (!db.closed) await db.close();
+    },
+  };
+}
+
+/** What a `$queryRaw` tagged template needs: a Prisma client or transaction, or `rawQuery(database)`. */
+export interface RawQuery {
+  $queryRaw<T = unknown>(strings: TemplateStringsArray, ...values: unknown[]): PromiseLike<T>;
+}
+
+/**
+ * `$queryRaw` straight on the database's pool (values become `$1…$n`, as Prisma binds them), for
+ * the hot statements: one pg round trip without Prisma's per-query cost (measured here: 82 µs of
+ * CPU and 0.15 ms per statement through Prisma, 17 µs and 0.04 ms straight on pg). Plain values only
+ * (no `Prisma.sql` fragments); rows come back as the driver types them (bigint as string on pg).
+ */
+export function rawQuery(database: Pick<Database, "query">): RawQuery {
+  return {
+    $queryRaw<T>(strings: TemplateStringsArray, ...values: unknown[]) {
+      const text = strings.reduce((sql, part, i) => `${sql}$${i}${part}`);
+      return database.query(text, values) as unknown as PromiseLike<T>;
     },
   };
 }

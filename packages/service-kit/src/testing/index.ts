@@ -1,4 +1,6 @@
-/** `@unimatrix/service-kit/testing`: isolation (own schema, own bus prefix), callers, status checks, stream collectors, the seeder, the system starter, the span recorder. */
+/** `@unimatrix/service-kit/testing`: isolation (own schema, own bus prefix), callers, status checks, stream collectors, the seeder, the system starter, the span recorder, benchmark plumbing. */
+
+export * from "./bench";
 export * from "./calls";
 export * from "./isolation";
 export * from "./public-services";

@@ -1,5 +1,6 @@
 import type { Clock } from "@unimatrix/service-kit";
 import type { Bus } from "@unimatrix/service-kit/bus";
+import type { RawQuery } from "@unimatrix/service-kit/store";
 import type { Logger } from "pino";
 import type { CubeConfig } from "../config";
 import type { StorageGuard } from "../store/guard";
@@ -8,6 +9,8 @@ import type { PrismaClient } from "../store/prisma";
 /** What the cube service's stores, handlers and streams share. */
 export interface CubeDeps {
   readonly prisma: PrismaClient;
+  /** `$queryRaw` straight on the pool, without Prisma: the append and read paths' hot statements. */
+  readonly fast: RawQuery;
   readonly clock: Clock;
   readonly guard: StorageGuard;
   readonly bus: Bus;

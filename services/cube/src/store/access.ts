@@ -1,7 +1,7 @@
 import { NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import type { RawQuery } from "@unimatrix/service-kit/store";
 import { type AccessLevel, clientOf, MANAGE, requireLevel, tenantOf } from "../rules/access";
-import type { Tx } from "./prisma";
 import type { Cube } from "./rows";
 
 /** The drone a drone-session principal acts as, with what visibility depends on. */
@@ -25,7 +25,7 @@ export interface CubeStanding {
  * Resolves a principal's access to a cube. Unknown, foreign or unreadable cubes are NOT_FOUND
  * (no existence oracle); a drone session only sees its own cube.
  */
-export async function standing(db: Tx, principal: Principal, cubeId: string): Promise<CubeStanding> {
+export async function standing(db: RawQuery, principal: Principal, cubeId: string): Promise<CubeStanding> {
   const tenantId = tenantOf(principal);
   if (principal.kind === "drone-session" && principal.cubeId !== cubeId) throw new NotFoundError("cube not found");
   const clientId = clientOf(principal) ?? null;
@@ -99,7 +99,7 @@ interface CubeRow {
 
 /** Resolves standing and requires `level`: PERMISSION_DENIED when the cube is readable but not enough. */
 export async function requireAccess(
-  db: Tx,
+  db: RawQuery,
   principal: Principal,
   cubeId: string,
   level: AccessLevel,

@@ -50,7 +50,7 @@ export async function appendEntry(
   cubeId: string,
   input: NewEntry,
 ): Promise<ItemRow> {
-  const pre = await requireAccess(deps.prisma, principal, cubeId, WRITE, "posting");
+  const pre = await requireAccess(deps.fast, principal, cubeId, WRITE, "posting");
   if (input.visibility === "broadcast" && pre.drone && !pre.drone.canBroadcast)
     throw new PermissionDeniedError("this drone's role cannot broadcast");
   if (input.kind !== undefined && pre.cube.taxonomyJson && !taxonomyKinds(pre.cube.taxonomyJson).has(input.kind))
@@ -87,7 +87,7 @@ export async function appendEntry(
   // One statement, so one implicit transaction and one round trip: touch the author drone first
   // (the position CTE depends on it, so the drone lock is taken before the cube lock), take the
   // next position under the cube row lock, insert. Commit order is therefore position order.
-  const [inserted] = await deps.prisma.$queryRaw<{ position: bigint }[]>`
+  const [inserted] = await deps.fast.$queryRaw<{ position: bigint | string }[]>`
     WITH touch AS (
       UPDATE drones SET last_seen_at = ${now}, last_log_post_at = ${now}, silent_ping_count = 0,
                         last_silent_ping_at = NULL

@@ -113,7 +113,7 @@ export async function listCubes(
 
 /** One readable cube with the caller's access. */
 export async function getCube(deps: CubeDeps, principal: Principal, cubeId: string) {
-  const s = await standing(deps.prisma, principal, cubeId);
+  const s = await standing(deps.fast, principal, cubeId);
   return { cube: s.cube, access: s.access };
 }
 

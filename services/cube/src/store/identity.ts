@@ -181,16 +181,21 @@ export async function resolveToken(deps: CubeDeps, parsed: ParsedToken): Promise
       };
     }
     case "client": {
-      const client = await deps.prisma.apiClient.findUnique({ where: { lookupDigest: bytes(digest) } });
-      if (!client || client.revokedAt || !verifySecret(secret, client.verifierDigest)) return null;
+      // Raw, not Prisma: every call of a client credential resolves here.
+      const [client] = await deps.fast.$queryRaw<
+        { id: string; tenant_id: string; credential_id: string; name: string; verifier_digest: Uint8Array }[]
+      >`
+        SELECT id::text, tenant_id::text, credential_id::text, name, verifier_digest
+        FROM clients WHERE lookup_digest = ${bytes(digest)} AND revoked_at IS NULL`;
+      if (!client || !verifySecret(secret, client.verifier_digest)) return null;
       return {
-        principal: { kind: "client", subjectId: client.id, tenantId: client.tenantId },
-        credentialId: client.credentialId,
+        principal: { kind: "client", subjectId: client.id, tenantId: client.tenant_id },
+        credentialId: client.credential_id,
         displayName: client.name,
       };
     }
     case "drone": {
-      const [session] = await deps.prisma.$queryRaw<
+      const [session] = await deps.fast.$queryRaw<
         {
           id: string;
           tenant_id: string;

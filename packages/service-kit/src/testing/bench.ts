@@ -1,0 +1,107 @@
+// Benchmark plumbing shared by services/*/bench: the floor server (a bare grpc-js handler running
+// one raw `pg` statement, no auth, no ORM), closed-loop and fixed-rate drivers, percentiles and
+// the machine-readable `BENCH <name> <value> <unit>` lines that `npm run bench` collects.
+// Hand-written because it is ~100 lines of glue over grpc-js and pg, not a library's job.
+import { loadavg } from "node:os";
+import * as grpc from "@grpc/grpc-js";
+import type pg from "pg";
+
+/** Seconds each timed figure runs for (`BENCH_SECONDS`; the short mode sets it low). */
+export const benchSeconds = (fallback: number): number => Number(process.env.BENCH_SECONDS ?? fallback);
+
+/** Monotonic milliseconds. */
+export const nowMs = (): number => Number(process.hrtime.bigint()) / 1e6;
+
+/** The p-th percentile of ascending `sorted` (NaN when empty). */
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+
+/** The 1, 5 and 15 minute load averages, as printed beside every run's figures. */
+export const loadAverage = (): string =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ");
+
+/** Prints one machine-readable figure: `BENCH <name> <value> <unit>` (names are stable across runs). */
+export function bench(name: string, value: number, unit: string): void {
+  const shown = Number.isFinite(value) ? Number(value.toPrecision(4)).toString() : "NaN";
+  process.stdout.write(`BENCH ${name} ${shown} ${unit}\n`);
+}
+
+/** Runs `op` on `workers` closed loops for `seconds`; returns operations/s and ascending latencies (ms). */
+export async function closedLoop(
+  workers: number,
+  seconds: number,
+  op: (worker: number, i: number) => Promise<unknown>,
+): Promise<{ perSecond: number; latencies: number[] }> {
+  const latencies: number[] = [];
+  const started = nowMs();
+  const until = started + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: workers }, async (_, worker) => {
+      for (let i = 0; nowMs() < until; i++) {
+        const t = nowMs();
+        await op(worker, i);
+        latencies.push(nowMs() - t);
+      }
+    }),
+  );
+  latencies.sort((a, b) => a - b);
+  return { perSecond: latencies.length / ((nowMs() - started) / 1000), latencies };
+}
+
+const FLOOR_PATH = "/bench.Floor/Query";
+const passthrough = (b: Buffer) => b;
+const floorDefinition = {
+  query: {
+    path: FLOOR_PATH,
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: passthrough,
+    requestDeserialize: passthrough,
+    responseSerialize: passthrough,
+    responseDeserialize: passthrough,
+  },
+} as const;
+
+/**
+ * Starts the floor: a bare grpc-js server whose one method runs the one SQL statement it is sent
+ * (`{sql, params}` as JSON) on `pool` and answers with the row count. The physical limit of this
+ * machine for an RPC that does one statement's work.
+ */
+export async function startFloor(pool: pg.Pool): Promise<{ port: number; stop(): Promise<void> }> {
+  const server = new grpc.Server();
+  server.addService(floorDefinition as unknown as grpc.ServiceDefinition, {
+    query: (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
+      const { sql, params } = JSON.parse(call.request.toString()) as { sql: string; params: unknown[] };
+      pool.query(sql, params).then(
+        (r) => callback(null, Buffer.from(String(r.rowCount ?? 0))),
+        (e: Error) => callback({ code: grpc.status.INTERNAL, details: e.message }),
+      );
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
+  return { port, stop: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())) };
+}
+
+/** A stock grpc-js client of the floor: `query(sql, params)` resolves with the statement's row count. */
+export function floorClient(address: string): {
+  query(sql: string, params: unknown[]): Promise<number>;
+  close(): void;
+} {
+  const Client = grpc.makeGenericClientConstructor(floorDefinition as unknown as grpc.ServiceDefinition, "Floor");
+  const client = new Client(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+    query(request: Buffer, callback: (error: Error | null, response?: Buffer) => void): void;
+  };
+  return {
+    query: (sql, params) =>
+      new Promise((resolve, reject) =>
+        client.query(Buffer.from(JSON.stringify({ sql, params })), (e, r) => (e ? reject(e) : resolve(Number(r)))),
+      ),
+    close: () => client.close(),
+  };
+}
