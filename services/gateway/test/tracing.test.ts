@@ -5,6 +5,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-node";
+import { RAW_QUERY_SPAN } from "@unimatrix/service-kit/store";
 import { eventually, recordSpans, type SpanRecorder } from "@unimatrix/service-kit/testing";
 import { call, connectJson, type System, seedTenant, startSystem } from "./system";
 
@@ -41,7 +42,13 @@ async function expectAppendTrace(
     const gateway = cube && spans.find((s) => s.spanContext().spanId === cube.parentSpanContext?.spanId);
     const below = (name: string) =>
       cube ? spans.filter((s) => s.name === name && ancestors(s, spans).includes(cube)) : [];
-    return { spans, cube, gateway, queries: below("prisma:client:db_query"), publishes: below("bus publish") };
+    return {
+      spans,
+      cube,
+      gateway,
+      queries: [...below("prisma:client:db_query"), ...below(RAW_QUERY_SPAN)],
+      publishes: below("bus publish"),
+    };
   };
   await eventually(() => {
     const found = find();

@@ -1,9 +1,22 @@
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { SpanKind } from "@opentelemetry/api";
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
+import { inSpan } from "../observe/trace";
 import { pgClientSession, pgliteSession, type SqlSession } from "./sql";
+
+/**
+ * A CLIENT span around one raw statement (the hot paths that bypass Prisma, whose own
+ * instrumentation traces the rest): a no-op until tracing is installed.
+ */
+function querySpan<T>(text: string, run: () => Promise<T>): Promise<T> {
+  return inSpan(RAW_QUERY_SPAN, SpanKind.CLIENT, { "db.system.name": "postgresql", "db.query.text": text }, run);
+}
+
+/** The name of a raw statement's span. */
+export const RAW_QUERY_SPAN = "db query";
 
 /** Where a service keeps its data: a schema of a Postgres database, or an embedded PGlite store. */
 export interface DatabaseOptions {
@@ -62,8 +75,8 @@ function openPostgres(url: string, schema: string, poolSize: number): Database {
     schema,
     adapter: new PrismaPg(pool, { schema }),
     pool: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    async query<R>(text: string, values: readonly unknown[]) {
-      return (await pool.query(text, values as unknown[])).rows as R[];
+    query<R>(text: string, values: readonly unknown[]) {
+      return querySpan(text, async () => (await pool.query(text, values as unknown[])).rows as R[]);
     },
     async openSession() {
       const client = new pg.Client(config);
@@ -85,8 +98,8 @@ async function openPglite(dir: string): Promise<Database> {
     kind: "pglite",
     schema: "public",
     adapter: new PrismaPGlite(db as unknown as ConstructorParameters<typeof PrismaPGlite>[0]),
-    async query<R>(text: string, values: readonly unknown[]) {
-      return (await db.query<R>(text, values as unknown[])).rows;
+    query<R>(text: string, values: readonly unknown[]) {
+      return querySpan(text, async () => (await db.query<R>(text, values as unknown[])).rows);
     },
     async openSession() {
       return pgliteSession(db);
