@@ -77,16 +77,15 @@ export async function applyMigrations(
         alreadyApplied.push(migration.name);
         continue;
       }
-      await session.exec("BEGIN");
       try {
-        await session.exec(migration.sql);
-        await session.query(`INSERT INTO ${MIGRATIONS_TABLE} (name, checksum) VALUES ($1, $2)`, [
-          migration.name,
-          migration.checksum,
-        ]);
-        await session.exec("COMMIT");
+        await session.transaction(async (tx) => {
+          await tx.exec(migration.sql);
+          await tx.query(`INSERT INTO ${MIGRATIONS_TABLE} (name, checksum) VALUES ($1, $2)`, [
+            migration.name,
+            migration.checksum,
+          ]);
+        });
       } catch (error) {
-        await session.exec("ROLLBACK");
         throw new Error(`migration ${migration.name} failed: ${(error as Error).message}`, { cause: error });
       }
       applied.push(migration.name);
