@@ -15,8 +15,8 @@ const root = join(__dirname, "..", "..", "..");
 const APPENDS = Number(process.env.BENCH_APPENDS ?? 1_000);
 const STREAMS = Number(process.env.BENCH_STREAMS ?? 100);
 const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 5_000);
-/** What `npm start` runs (after its build check); BENCH_START overrides, e.g. to measure an older tree. */
-const START = (process.env.BENCH_START ?? "apps/unimatrix/dist/main.js").split(" ");
+/** What `npm start` runs (its build check, then the app); BENCH_START overrides, e.g. to measure an older tree. */
+const START = (process.env.BENCH_START ?? "scripts/start.mjs main").split(" ");
 
 const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -38,31 +38,28 @@ interface Started {
 /** Spawns the start command on `dataDir` and waits until the gateway's /readyz answers 200. */
 async function start(dataDir: string): Promise<Started> {
   const began = nowMs();
-  const child = spawn(
-    process.execPath,
-    START.map((part) => join(root, part)),
-    {
-      cwd: root,
-      env: {
-        ...process.env,
-        DATABASE_URL: "",
-        REDIS_URL: "",
-        UMX_DATA_DIR: dataDir,
-        CUBE_PORT: "0",
-        DEVICE_PORT: "0",
-        PRESENCE_PORT: "0",
-        GATEWAY_PORT: "0",
-        CUBE_METRICS_PORT: "0",
-        DEVICE_METRICS_PORT: "0",
-        PRESENCE_METRICS_PORT: "0",
-        GATEWAY_METRICS_PORT: "0",
-        GATEWAY_RATE_LIMIT_PER_SECOND: "0",
-        CUBE_LIVENESS_INTERVAL_MS: "0",
-        LOG_LEVEL: "warn",
-      },
-      stdio: ["ignore", "pipe", "inherit"],
+  const [script, ...args] = START;
+  const child = spawn(process.execPath, [join(root, script!), ...args], {
+    cwd: root,
+    env: {
+      ...process.env,
+      DATABASE_URL: "",
+      REDIS_URL: "",
+      UMX_DATA_DIR: dataDir,
+      CUBE_PORT: "0",
+      DEVICE_PORT: "0",
+      PRESENCE_PORT: "0",
+      GATEWAY_PORT: "0",
+      CUBE_METRICS_PORT: "0",
+      DEVICE_METRICS_PORT: "0",
+      PRESENCE_METRICS_PORT: "0",
+      GATEWAY_METRICS_PORT: "0",
+      GATEWAY_RATE_LIMIT_PER_SECOND: "0",
+      CUBE_LIVENESS_INTERVAL_MS: "0",
+      LOG_LEVEL: "warn",
     },
-  );
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   let output = "";
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout!.on("data", (chunk: Buffer) => {

@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { createHash } from "node:crypto";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import type { PGlite, Transaction } from "@electric-sql/pglite";
 import { ConfigError } from "../config";
 import type { SqlSession } from "./sql";
@@ -37,6 +38,17 @@ const START_PARAMS = [
   "-c",
   "max_connections=4",
 ];
+
+/**
+ * Stores an older version left under `dataDir` (one PGlite per service, `<dataDir>/<service>/pgdata`):
+ * they are no longer read; the start banner names them so their owner can start afresh.
+ */
+export function formerEmbeddedStores(dataDir: string): string[] {
+  if (!existsSync(dataDir)) return [];
+  return readdirSync(dataDir, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && existsSync(join(dataDir, entry.name, "pgdata", "PG_VERSION")))
+    .map((entry) => join(dataDir, entry.name));
+}
 
 /** A first-in-first-out lock (a promise chain): PGlite is one connection, and `search_path` is its state. */
 class Lock {
@@ -99,11 +111,8 @@ function claim(dataDir: string): string {
   throw new Error(`could not claim ${file}`);
 }
 
-/**
- * Creates a new store in a short-lived child process: initdb runs in its own WebAssembly instance,
- * whose memory this process would otherwise keep resident (measured: ~500 MB more after a first start).
- */
-function initialise(dir: string): void {
+/** Runs initdb for a new store at `dir` in a short-lived child process (see `prepareEmbeddedTemplate`). */
+function initdb(dir: string): void {
   const script = `import("@electric-sql/pglite").then(async ({ PGlite }) => {
     const db = await PGlite.create(process.argv[1], { startParams: JSON.parse(process.argv[2]) });
     await db.close();
@@ -112,6 +121,47 @@ function initialise(dir: string): void {
     cwd: __dirname,
     stdio: ["ignore", "ignore", "inherit"],
   });
+}
+
+/** Where the empty store made at install time lives: keyed by PGlite's version and the start parameters. */
+function templatePath(): string {
+  const pgliteDir = dirname(dirname(require.resolve("@electric-sql/pglite")));
+  const { version } = JSON.parse(readFileSync(join(pgliteDir, "package.json"), "utf8")) as { version: string };
+  const params = createHash("sha256").update(JSON.stringify(START_PARAMS)).digest("hex").slice(0, 8);
+  return join(__dirname, "..", "..", ".cache", `pglite-${version}-${params}`);
+}
+
+/**
+ * Makes the empty embedded store once (`npm install` runs this): initdb runs in a child process,
+ * because its WebAssembly instance would otherwise stay resident in the server (measured: ~500 MB
+ * after a first start), and it costs seconds; a first start then copies the result. Returns its path.
+ */
+export function prepareEmbeddedTemplate(): string {
+  const template = templatePath();
+  if (existsSync(join(template, "PG_VERSION"))) return template;
+  const building = `${template}.${process.pid}`;
+  rmSync(building, { recursive: true, force: true });
+  mkdirSync(dirname(building), { recursive: true });
+  initdb(building);
+  try {
+    renameSync(building, template);
+  } catch (error) {
+    rmSync(building, { recursive: true, force: true });
+    if (!existsSync(join(template, "PG_VERSION"))) throw error; // else another process made it first
+  }
+  return template;
+}
+
+/** Creates a new store at `dir`: a copy of the template (made now if missing), or initdb where it cannot be kept. */
+function initialise(dir: string): void {
+  let template: string | undefined;
+  try {
+    template = prepareEmbeddedTemplate();
+  } catch {
+    // The kit's folder is read-only (an installed image): make the store in place instead.
+  }
+  if (template) cpSync(template, dir, { recursive: true });
+  else initdb(dir);
 }
 
 async function openShared(dataDir: string): Promise<Shared> {
