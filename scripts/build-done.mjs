@@ -1,6 +1,6 @@
 // Runs after `npm run build` (postbuild): builds the web console, makes the embedded store's
 // empty template (initdb, once per PGlite version), and stamps the build so `npm start`
-// (scripts/start.mjs) knows it is current.
+// (scripts/ensure-built.mjs) knows it is current.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";

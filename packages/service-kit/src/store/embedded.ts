@@ -222,7 +222,7 @@ export async function openEmbeddedStore(dataDir: string, schema: string): Promis
       }
     });
   const client: PGlite = new Proxy(db, {
-    get(target, property, receiver) {
+    get(target, property) {
       if (property === "query")
         return (text: string, params?: unknown[], options?: object) =>
           scoped(() => target.query(text, params, options));
@@ -230,7 +230,9 @@ export async function openEmbeddedStore(dataDir: string, schema: string): Promis
         return (text: string, options?: object) => scoped(() => target.exec(text, options), true);
       if (property === "transaction")
         return <T>(fn: (tx: Transaction) => Promise<T>) => scoped(() => target.transaction(fn), true);
-      return Reflect.get(target, property, receiver);
+      // Anything else is PGlite's own (private fields need the real instance as `this`).
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
     },
   });
   let closed = false;

@@ -1,12 +1,10 @@
-// `npm start [service ...]` (and start:<service>, migrate, bootstrap): runs an app entry point of
-// apps/unimatrix/dist, building first only when the build is stale — `npm install` builds the
-// tree, so a fresh clone starts without compiling again. Stale = some source, generated or config
-// file is newer than the stamp the last `npm run build` left (scripts/build-done.mjs).
-// Usage: node scripts/start.mjs <entry> [args...]   (entry: main | migrate | bootstrap)
+// Runs before `npm start` (and start:<service>, migrate, bootstrap): builds only when the build is
+// stale — `npm install` builds the tree, so a fresh clone starts without compiling again. Stale =
+// some source, generated or config file is newer than the stamp the last `npm run build` left
+// (scripts/build-done.mjs). Then the npm script runs the same command the container runs.
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { BUILD_STAMP, root } from "./build-done.mjs";
 
 const workspaces = ["proto", "packages/service-kit", "services/cube", "services/device", "services/presence"]
@@ -35,10 +33,7 @@ function stale() {
   return candidates.some((path) => newest(path) > built);
 }
 
-const [entry = "main", ...args] = process.argv.slice(2);
 if (stale()) {
   process.stderr.write("building (sources changed since the last build)…\n");
   execFileSync("npm", ["run", "build", "--silent"], { cwd: root, stdio: "inherit" });
 }
-process.argv = [process.argv[0], join(root, "apps", "unimatrix", "dist", `${entry}.js`), ...args];
-await import(pathToFileURL(process.argv[1]).href);
