@@ -70,6 +70,8 @@ interface Shared {
 }
 
 const stores = new Map<string, Promise<Shared>>();
+/** Stores being closed: a new open of the same directory waits for the close to finish. */
+const closing = new Map<string, Promise<void>>();
 
 const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
@@ -204,7 +206,8 @@ export interface EmbeddedStore {
 export async function openEmbeddedStore(dataDir: string, schema: string): Promise<EmbeddedStore> {
   let opening = stores.get(dataDir);
   if (!opening) {
-    opening = openShared(dataDir);
+    const previous = closing.get(dataDir) ?? Promise.resolve();
+    opening = previous.then(() => openShared(dataDir));
     stores.set(dataDir, opening);
     opening.catch(() => stores.delete(dataDir));
   }
@@ -261,10 +264,19 @@ export async function openEmbeddedStore(dataDir: string, schema: string): Promis
       closed = true;
       if (--shared.refs > 0) return;
       stores.delete(dataDir);
-      await lock.run(async () => {
-        if (!db.closed) await db.close();
-      });
-      rmSync(shared.lockFile, { force: true });
+      const done = lock
+        .run(async () => {
+          if (!db.closed) await db.close();
+        })
+        .finally(() => {
+          rmSync(shared.lockFile, { force: true });
+          closing.delete(dataDir);
+        });
+      closing.set(
+        dataDir,
+        done.catch(() => {}),
+      );
+      await done;
     },
   };
 }
