@@ -10,7 +10,7 @@ import { startDevice } from "@unimatrix/device";
 import { type Principal, type RunningService, silentLogger } from "@unimatrix/service-kit";
 import { InProcessBus } from "@unimatrix/service-kit/bus";
 import { createClient } from "@unimatrix/service-kit/grpc";
-import { openDatabase } from "@unimatrix/service-kit/store";
+import { formerEmbeddedStores, openDatabase } from "@unimatrix/service-kit/store";
 import { asBearer, asPrincipal, expectStatus, TEST_INTERNAL_KEY, testConfig } from "@unimatrix/service-kit/testing";
 
 const OPERATOR = "umx_operator_embeddedtest_0123456789abcdef";
@@ -124,6 +124,22 @@ describe("embedded default: services in one process share one PGlite", () => {
     } finally {
       identity.close();
       enrollment.close();
+    }
+  });
+
+  it("finds the per-service stores an older version left, and only those", () => {
+    const old = mkdtempSync(join(tmpdir(), "umx-old-"));
+    try {
+      for (const name of ["cube", "device"]) {
+        mkdirSync(join(old, name, "pgdata"), { recursive: true });
+        writeFileSync(join(old, name, "pgdata", "PG_VERSION"), "17\n");
+      }
+      mkdirSync(join(old, "pglite"));
+      writeFileSync(join(old, "pglite", "PG_VERSION"), "17\n");
+      expect(formerEmbeddedStores(old).sort()).toEqual([join(old, "cube"), join(old, "device")]);
+      expect(formerEmbeddedStores(dataDir)).toEqual([]);
+    } finally {
+      rmSync(old, { recursive: true, force: true });
     }
   });
 
