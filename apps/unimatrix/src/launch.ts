@@ -15,6 +15,8 @@ export type { Endpoint };
 export interface Launched {
   readonly endpoints: readonly Endpoint[];
   readonly embedded: boolean;
+  /** The data directory of the embedded store. */
+  readonly dataDir: string;
   /** Stops in reverse start order. */
   stop(): Promise<void>;
 }
@@ -33,5 +35,10 @@ export async function launch(names: readonly string[] = SERVICE_NAMES, env = pro
     wanted.map((name) => serviceEntry(name).part(env)),
     { config, logger: (name) => createLogger(name, config.logLevel) },
   );
-  return { endpoints: system.endpoints, embedded: !config.databaseUrl, stop: () => system.stop() };
+  return {
+    endpoints: system.endpoints,
+    embedded: !config.databaseUrl,
+    dataDir: config.dataDir,
+    stop: () => system.stop(),
+  };
 }

@@ -1,5 +1,7 @@
 #!/usr/bin/env node
+import { performance } from "node:perf_hooks";
 import { ConfigError, createLogger, startTracing, stopOnSignals, stopTracing } from "@unimatrix/service-kit";
+import { EMBEDDED_STORE_DIR, formerEmbeddedStores } from "@unimatrix/service-kit/store";
 import { launch } from "./launch";
 import { SERVICE_NAMES } from "./services";
 
@@ -16,13 +18,24 @@ async function main(): Promise<void> {
   // Before anything opens a store or a port; exports only when OTEL_EXPORTER_OTLP_ENDPOINT is set.
   startTracing(names.length === 1 ? `unimatrix-${names[0]}` : "unimatrix");
   const launched = await launch(names);
-  const store = launched.embedded ? "embedded PGlite under UMX_DATA_DIR" : "Postgres at DATABASE_URL";
+  const store = launched.embedded
+    ? `embedded PGlite in ${launched.dataDir}/${EMBEDDED_STORE_DIR}`
+    : "Postgres at DATABASE_URL";
   const lines = launched.endpoints.map(
     (e) =>
       `  ${e.name.padEnd(9)} ${e.protocol}://127.0.0.1:${e.port}` +
       (e.metricsPort === undefined ? "" : `   metrics http://127.0.0.1:${e.metricsPort}/metrics`),
   );
-  process.stdout.write(`unimatrix is up (${store}); Ctrl-C stops it\n${lines.join("\n")}\n`);
+  // Since the process started: module loading, the store, migrations, listening.
+  const seconds = (performance.now() / 1000).toFixed(1);
+  process.stdout.write(`unimatrix is up in ${seconds} s (${store}); Ctrl-C stops it\n${lines.join("\n")}\n`);
+  const former = launched.embedded ? formerEmbeddedStores(launched.dataDir) : [];
+  if (former.length > 0)
+    process.stdout.write(
+      `note: ${former.join(", ")} hold data of an older version (one store per service), which is no longer ` +
+        `read; this version keeps every service in ${launched.dataDir}/${EMBEDDED_STORE_DIR}. See README ` +
+        `"Embedded data from an older version" to start afresh.\n`,
+    );
   stopOnSignals(async () => {
     await launched.stop();
     await stopTracing();

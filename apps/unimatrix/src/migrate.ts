@@ -17,16 +17,20 @@ async function main(): Promise<void> {
   const unknown = asked.filter((name) => !MIGRATIONS.has(name));
   if (unknown.length > 0)
     throw new Error(`unknown service ${unknown.join(", ")}; choose from ${[...MIGRATIONS.keys()].join(", ")}`);
-  for (const service of asked.length > 0 ? asked : [...MIGRATIONS.keys()]) {
-    const database = await openDatabase({ service, url: config.databaseUrl, dataDir: config.dataDir });
-    try {
-      const result = await migrateDatabase(database, MIGRATIONS.get(service) as string);
+  const services = asked.length > 0 ? asked : [...MIGRATIONS.keys()];
+  // All open at once: on the embedded default they share one PGlite, opened once.
+  const databases = await Promise.all(
+    services.map((service) => openDatabase({ service, url: config.databaseUrl, dataDir: config.dataDir })),
+  );
+  try {
+    for (const [i, service] of services.entries()) {
+      const result = await migrateDatabase(databases[i]!, MIGRATIONS.get(service) as string);
       process.stdout.write(
         `${service}: applied ${result.applied.length}, already applied ${result.alreadyApplied.length}\n`,
       );
-    } finally {
-      await database.close();
     }
+  } finally {
+    for (const database of databases) await database.close();
   }
 }
 

@@ -78,6 +78,8 @@ describe("npm start", () => {
     const { child, ports, output } = await startUnimatrix({ UMX_DATA_DIR: dataDir, DATABASE_URL: "", REDIS_URL: "" });
     try {
       expect(output()).toContain("embedded PGlite");
+      // The banner says how long the start took.
+      expect(output()).toMatch(/^unimatrix is up in \d+\.\d s \(/m);
       await expectUp(ports);
     } finally {
       expect(await stop(child)).toBe(0);

@@ -62,7 +62,7 @@ export const commonEnv = {
   ),
   dataDir: envVar(
     "UMX_DATA_DIR",
-    "Directory of the embedded PGlite stores (one per service) when DATABASE_URL is unset.",
+    "Directory of the embedded store when DATABASE_URL is unset: one PGlite (pglite/) shared by the services of one process, each in its own schema.",
     z.string().min(1),
     "./data",
   ),

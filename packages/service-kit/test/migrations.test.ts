@@ -80,7 +80,7 @@ describe("migrations on Postgres", () => {
         if (/^\s*(COMMIT|ROLLBACK)/i.test(text)) inTransaction = false;
         if (!inTransaction) turn += 1;
       };
-      return {
+      const session: SqlSession = {
         async query<Row>(text: string, params: readonly unknown[] = []) {
           const rows = (await current().query(text, params as unknown[])).rows as Row[];
           after(text);
@@ -90,8 +90,20 @@ describe("migrations on Postgres", () => {
           await current().query(script);
           after(script);
         },
+        async transaction<T>(fn: (tx: SqlSession) => Promise<T>) {
+          await session.exec("BEGIN");
+          try {
+            const result = await fn(session);
+            await session.exec("COMMIT");
+            return result;
+          } catch (error) {
+            await session.exec("ROLLBACK");
+            throw error;
+          }
+        },
         async close() {},
       };
+      return session;
     };
     try {
       const sessions = await Promise.all([1, 2, 3].map(() => pooled()));

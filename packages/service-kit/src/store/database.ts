@@ -1,11 +1,11 @@
-import { mkdirSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { SpanKind } from "@opentelemetry/api";
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { inSpan } from "../observe/trace";
-import { pgClientSession, pgliteSession, type SqlSession } from "./sql";
+import { openEmbeddedStore } from "./embedded";
+import { pgClientSession, type SqlSession } from "./sql";
 
 /**
  * A CLIENT span around one raw statement (the hot paths that bypass Prisma, whose own
@@ -20,13 +20,13 @@ export const RAW_QUERY_SPAN = "db query";
 
 /** Where a service keeps its data: a schema of a Postgres database, or an embedded PGlite store. */
 export interface DatabaseOptions {
-  /** The service name; names the PGlite directory `<dataDir>/<service>`. */
+  /** The service name: its schema unless `schema` says otherwise. */
   readonly service: string;
   /** Postgres URL; unset means PGlite. */
   readonly url?: string | undefined;
-  /** Postgres schema holding the service's tables (default: the service name). PGlite uses `public`. */
+  /** Schema holding the service's tables (default: the service name), on Postgres and PGlite alike. */
   readonly schema?: string | undefined;
-  /** Parent directory of the PGlite stores. */
+  /** Directory of the embedded store (`<dataDir>/pglite`, one per process, shared by its services). */
   readonly dataDir?: string | undefined;
   /** Size of the Postgres connection pool. */
   readonly poolSize?: number | undefined;
@@ -56,10 +56,29 @@ export interface PoolStats {
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
+/**
+ * The PGlite Prisma adapter with the schema named the way `PrismaPg`'s `schema` option names it:
+ * Prisma qualifies every model query with it (the stock factory reports no schema, i.e. `public`).
+ */
+class SchemaPGlite extends PrismaPGlite {
+  constructor(
+    client: ConstructorParameters<typeof PrismaPGlite>[0],
+    private readonly schemaName: string,
+  ) {
+    super(client);
+  }
+  override async connect(): ReturnType<PrismaPGlite["connect"]> {
+    const adapter = await super.connect();
+    const info = adapter.getConnectionInfo?.() ?? {};
+    adapter.getConnectionInfo = () => ({ supportsRelationJoins: true, ...info, schemaName: this.schemaName });
+    return adapter;
+  }
+}
+
 /** Opens the store the configuration asks for. */
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   if (options.url) return openPostgres(options.url, options.schema ?? options.service, options.poolSize ?? 10);
-  return openPglite(resolve(options.dataDir ?? "./data", options.service));
+  return openPglite(resolve(options.dataDir ?? "./data"), options.schema ?? options.service);
 }
 
 function openPostgres(url: string, schema: string, poolSize: number): Database {
@@ -89,24 +108,22 @@ function openPostgres(url: string, schema: string, poolSize: number): Database {
   };
 }
 
-async function openPglite(dir: string): Promise<Database> {
-  mkdirSync(dir, { recursive: true });
-  // PGlite loads its wasm through a dynamic import: load the ESM build the way it expects.
-  const { PGlite } = await import("@electric-sql/pglite");
-  const db = await PGlite.create(join(dir, "pgdata"));
+async function openPglite(dataDir: string, schema: string): Promise<Database> {
+  if (!SCHEMA_NAME.test(schema)) throw new Error(`invalid schema name ${JSON.stringify(schema)}`);
+  const store = await openEmbeddedStore(dataDir, schema);
   return {
     kind: "pglite",
-    schema: "public",
-    adapter: new PrismaPGlite(db as unknown as ConstructorParameters<typeof PrismaPGlite>[0]),
+    schema,
+    // The adapter names its own copy of PGlite's types; the instance is the same shape.
+    adapter: new SchemaPGlite(store.client as unknown as ConstructorParameters<typeof PrismaPGlite>[0], schema),
+    // Through the scoped client: holds the store's lock with this schema's search_path, like Prisma's.
     query<R>(text: string, values: readonly unknown[]) {
-      return querySpan(text, async () => (await db.query<R>(text, values as unknown[])).rows);
+      return querySpan(text, async () => (await store.client.query<R>(text, values as unknown[])).rows);
     },
     async openSession() {
-      return pgliteSession(db);
+      return store.session();
     },
-    async close() {
-      if (!db.closed) await db.close();
-    },
+    close: () => store.close(),
   };
 }
 

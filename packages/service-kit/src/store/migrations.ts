@@ -53,21 +53,16 @@ export async function applyMigrations(
   migrations: readonly Migration[],
 ): Promise<MigrationResult> {
   const lockKey = `unimatrix-migrate:${schema}`;
-  const locked = async <T>(work: () => Promise<T>): Promise<T> => {
-    await session.exec("BEGIN");
-    try {
-      await session.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey]);
-      await session.exec(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
-      const result = await work();
-      await session.exec("COMMIT");
-      return result;
-    } catch (error) {
-      await session.exec("ROLLBACK");
-      throw error;
-    }
-  };
-  const recorded = await locked(async () => {
-    await session.exec(
+  // One transaction per step through the session's own `transaction` (on the embedded store that
+  // holds the store's lock throughout, so no other schema's statement interleaves).
+  const locked = <T>(work: (tx: SqlSession) => Promise<T>): Promise<T> =>
+    session.transaction(async (tx) => {
+      await tx.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey]);
+      await tx.exec(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
+      return work(tx);
+    });
+  const recorded = await locked(async (tx) => {
+    await tx.exec(
       `CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)};
        CREATE TABLE IF NOT EXISTS ${quoteIdent(schema)}.${MIGRATIONS_TABLE} (
          name text PRIMARY KEY,
@@ -75,9 +70,7 @@ export async function applyMigrations(
          applied_at timestamptz NOT NULL DEFAULT now()
        )`,
     );
-    const rows = await session.query<{ name: string; checksum: string }>(
-      `SELECT name, checksum FROM ${MIGRATIONS_TABLE}`,
-    );
+    const rows = await tx.query<{ name: string; checksum: string }>(`SELECT name, checksum FROM ${MIGRATIONS_TABLE}`);
     return new Map(rows.map((row) => [row.name, row.checksum]));
   });
   const applied: string[] = [];
@@ -95,22 +88,21 @@ export async function applyMigrations(
       alreadyApplied.push(migration.name);
       continue;
     }
-    const outcome = await locked(async () => {
+    const outcome = await locked(async (tx) => {
       // Re-checked under the lock: another replica may have applied it since the first read.
-      const [row] = await session.query<{ checksum: string }>(
-        `SELECT checksum FROM ${MIGRATIONS_TABLE} WHERE name = $1`,
-        [migration.name],
-      );
+      const [row] = await tx.query<{ checksum: string }>(`SELECT checksum FROM ${MIGRATIONS_TABLE} WHERE name = $1`, [
+        migration.name,
+      ]);
       if (row) {
         refuseChanged(migration, row.checksum);
         return "already" as const;
       }
       try {
-        await session.exec(migration.sql);
+        await tx.exec(migration.sql);
       } catch (error) {
         throw new Error(`migration ${migration.name} failed: ${(error as Error).message}`, { cause: error });
       }
-      await session.query(`INSERT INTO ${MIGRATIONS_TABLE} (name, checksum) VALUES ($1, $2)`, [
+      await tx.query(`INSERT INTO ${MIGRATIONS_TABLE} (name, checksum) VALUES ($1, $2)`, [
         migration.name,
         migration.checksum,
       ]);

@@ -1,0 +1,21 @@
+// Runs after `npm run build` (postbuild): builds the web console, makes the embedded store's
+// empty template (initdb, once per PGlite version), and stamps the build so `npm start`
+// (scripts/ensure-built.mjs) knows it is current.
+import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The repository root. */
+export const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+/** Written when a build finished; sources newer than it make `npm start` build again. */
+export const BUILD_STAMP = join(root, "node_modules", ".cache", "unimatrix", "build-stamp");
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  execFileSync(process.execPath, [join(root, "services", "gateway", "scripts", "build-web.mjs")], { stdio: "inherit" });
+  const require = createRequire(join(root, "packages", "service-kit", "package.json"));
+  require(join(root, "packages", "service-kit", "dist", "store", "index.js")).prepareEmbeddedTemplate();
+  mkdirSync(dirname(BUILD_STAMP), { recursive: true });
+  writeFileSync(BUILD_STAMP, `${new Date().toISOString()}\n`);
+}
