@@ -1,5 +1,5 @@
 import type { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit";
+import { optionalUuid, pageSize, requireUuid, UnimplementedError } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
 import type { StreamCounter } from "@unimatrix/service-kit/bus";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
@@ -116,5 +116,20 @@ export function activityHandlers(
     },
 
     subscribeActivity: subscribe,
+
+    // Issue 16 (threads, claim leases, receipts, questions): contract first, handlers next.
+    readThread: unimplemented("ReadThread"),
+    renewClaim: unimplemented("RenewClaim"),
+    takeOverClaim: unimplemented("TakeOverClaim"),
+    checkFence: unimplemented("CheckFence"),
+    listReceipts: unimplemented("ListReceipts"),
+    listQuestions: unimplemented("ListQuestions"),
+  };
+}
+
+/** A handler for an RPC whose contract landed before its implementation. */
+export function unimplemented(method: string): () => never {
+  return () => {
+    throw new UnimplementedError(method);
   };
 }

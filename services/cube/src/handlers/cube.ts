@@ -13,6 +13,7 @@ import { taxonomy } from "../rules/taxonomy";
 import { createCube, getCube, listCubes, updateCube } from "../store/cubes";
 import { createRole, listRoles, patchRoleSection, type RoleFields, updateRole } from "../store/roles";
 import { attachSeat, dronesSince, evictDrone, listDrones } from "../store/seats";
+import { unimplemented } from "./activity";
 import type { CubeDeps } from "./deps";
 
 const CLASSES = [RoleClass.QUEEN, RoleClass.WORKER] as const;
@@ -174,5 +175,7 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       const { drone, revoked } = await evictDrone(deps, await ctx.principal(), cubeId, droneId);
       return { drone: droneToWire(drone), revokedSessionCount: revoked };
     },
+
+    setSeatState: unimplemented("SetSeatState"),
   };
 }
