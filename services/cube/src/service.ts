@@ -19,8 +19,9 @@ import { cubeHandlers } from "./handlers/cube";
 import type { CubeDeps } from "./handlers/deps";
 import { identityHandlers } from "./handlers/identity";
 import { activityFeed } from "./live/feed";
+import { closeAuthCache, openAuthCache } from "./store/auth-cache";
 import { StorageGuard } from "./store/guard";
-import { resolveToken } from "./store/identity";
+import { resolveTokenCached } from "./store/identity";
 import { scanLiveness } from "./store/liveness";
 import { openPrisma } from "./store/prisma";
 
@@ -36,8 +37,9 @@ export const cubeService = defineService<CubeConfig>({
   env: cubeEnv,
   migrationsDir,
   readConfig: readCubeConfig,
-  wire({ database, bus, logger, clock, internalKey, operatorToken, metrics, config: common }, config) {
+  async wire({ database, bus, logger, clock, internalKey, operatorToken, metrics, config: common }, config) {
     const prisma = openPrisma(database);
+    const auth = await openAuthCache(bus, clock);
     const deps: CubeDeps = {
       prisma,
       fast: rawQuery(database),
@@ -46,6 +48,7 @@ export const cubeService = defineService<CubeConfig>({
       logger,
       config,
       internalKey,
+      auth,
       guard: new StorageGuard(prisma, config.storageBudgetBytes),
     };
     const feed = activityFeed(deps);
@@ -69,12 +72,13 @@ export const cubeService = defineService<CubeConfig>({
         internalKey,
         operatorToken,
         now: () => clock.now().getTime(),
-        resolveToken: async (parsed) => (await resolveToken(deps, parsed))?.principal ?? null,
+        resolveToken: async (parsed, raw) => (await resolveTokenCached(deps, parsed, raw))?.principal ?? null,
       }),
       background: [{ name: LIVENESS_JOB, everyMs: config.livenessIntervalMs, run: scan }],
       extra: { scanLiveness: scan },
       async close() {
         await feed.close();
+        await closeAuthCache(auth);
         if (streams instanceof RedisStreamCounter) await streams.close();
         await prisma.$disconnect();
       },

@@ -5,6 +5,7 @@ import type { CubeDeps } from "../handlers/deps";
 import { ACCESS, ringAfterCommit } from "../live/channels";
 import { isParticipant, MANAGE, READ } from "../rules/access";
 import { requireAccess, standing } from "./access";
+import { authTag, invalidateAuth } from "./auth-cache";
 import { bytes, inTransaction, type PrismaClient, type Tx } from "./prisma";
 import type { Drone, DroneRow, DroneSession, Role } from "./rows";
 
@@ -88,6 +89,8 @@ export async function attachSeat(deps: CubeDeps, principal: Principal, request: 
     });
     return { drone, session };
   });
+  // A reattached drone may have a new role (what it may broadcast and see).
+  if (request.priorDroneId) await invalidateAuth(deps, [authTag.drone(result.drone.id)]);
   const [view] = await droneViews(deps.prisma, [result.drone], now);
   return { outcome: "created", drone: view as DroneRow, session: result.session, token: issued.token };
 }
@@ -258,6 +261,7 @@ export async function evictDrone(
     });
     return { drone: updated, revoked: revoked.count };
   });
+  await invalidateAuth(deps, [authTag.drone(droneId)]);
   await ringAfterCommit(deps, [cubeId], ACCESS);
   const [view] = await droneViews(deps.prisma, [result.drone], now);
   return { drone: view as DroneRow, revoked: result.revoked };
