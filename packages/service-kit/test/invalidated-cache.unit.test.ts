@@ -2,19 +2,29 @@ import { silentLogger } from "@unimatrix/service-kit";
 import { type Bus, InProcessBus, InvalidatedCache, publishInvalidation } from "@unimatrix/service-kit/bus";
 
 /** An in-process bus whose health and reconnects the test decides. */
-class SwitchedBus extends InProcessBus {
+class SwitchedBus implements Bus {
   up = true;
+  readonly #inner = new InProcessBus();
   readonly #reconnects = new Set<() => void>();
-  override healthy(): boolean {
+  publish(channel: string, message: string) {
+    return this.#inner.publish(channel, message);
+  }
+  subscribe(channel: string, listener: (message: string) => void) {
+    return this.#inner.subscribe(channel, listener);
+  }
+  healthy(): boolean {
     return this.up;
   }
-  override onReconnect(listener: () => void): () => void {
+  onReconnect(listener: () => void): () => void {
     this.#reconnects.add(listener);
     return () => this.#reconnects.delete(listener);
   }
   reconnect(): void {
     this.up = true;
     for (const listener of this.#reconnects) listener();
+  }
+  close() {
+    return this.#inner.close();
   }
 }
 
