@@ -50,7 +50,7 @@ class Member<M> implements AsyncIterable<Followed<M>> {
   #ended = false;
   #error: unknown;
   #failed = false;
-  /** The cursor of the last message handed to the consumer. */
+  /** The cursor of the last message handed to the consumer (the position a too-slow close names). */
   sent: string | undefined;
 
   constructor(
@@ -95,9 +95,10 @@ class Member<M> implements AsyncIterable<Followed<M>> {
       for (;;) {
         const next = this.#queue.shift();
         if (next) {
+          // Handed over = sent: the consumer writes what it is given before it asks for more.
           const cursor = this.kind.step(next.message).cursor;
-          yield next;
           if (cursor !== undefined) this.sent = cursor;
+          yield next;
           continue;
         }
         if (this.#ended) {
