@@ -7,7 +7,9 @@
 //     and the target point: 100 subscribers at 500 appends/s. Every delivery is checked to arrive
 //     exactly once (a miss or a duplicate fails the run).
 // Prints tables and `BENCH <name> <value> <unit>` lines (kit `bench`).
+import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { join } from "node:path";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
@@ -40,7 +42,7 @@ const CURVE_RATE = Number(process.env.BENCH_CURVE_RATE ?? 50);
 const CURVE = (process.env.BENCH_SUBSCRIBERS ?? "1,10,100,1000").split(",").map(Number);
 const POOL = 10; // the service's pool size (kit default); the floor gets the same.
 const STREAMS_PER_CLIENT = 10; // MAX_STREAMS_PER_CREDENTIAL
-/** `BENCH_ONLY=append`: only the append figures (for `node --cpu-prof`); `rpc`: append and GetCube. */
+/** `BENCH_ONLY=append`: only the append figures (for `node --cpu-prof`); `rpc`: append and GetCube; `delivery`: the 100-subscriber target point. */
 const ONLY = process.env.BENCH_ONLY;
 
 const as = (token: string) => ({ metadata: { authorization: `Bearer ${token}` } });
@@ -61,6 +63,36 @@ const APPEND_SQL = `
   FROM pos RETURNING position`;
 
 let failed = false;
+
+/** Wall-clock milliseconds with sub-ms precision, comparable across the bench's processes. */
+const wallMs = () => performance.timeOrigin + performance.now();
+
+/** One child process holding SubscribeActivity streams (bench/subscribers.ts). */
+function subscriberProcess(job: { address: string; cubeId: string; tokens: string[] }) {
+  const child = spawn(process.execPath, [...process.execArgv, join(__dirname, "subscribers.ts")], {
+    env: { ...process.env, BENCH_JOB: JSON.stringify(job) },
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  let out = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  const exited = new Promise<number>((resolve) => child.on("close", (code) => resolve(code ?? 1)));
+  const ready = new Promise<void>((resolve, reject) => {
+    const check = () => (out.includes("READY\n") ? resolve() : setTimeout(check, 10));
+    check();
+    void exited.then((code) => reject(new Error(`subscriber process exited ${code} before ready`)));
+  });
+  return {
+    ready,
+    async finish(prefix: string, total: number): Promise<{ latencies: number[]; missing: number; duplicates: number }> {
+      child.stdin.write(`${JSON.stringify({ prefix, total })}\n`);
+      const code = await exited;
+      if (code !== 0) throw new Error(`subscriber process exited ${code}`);
+      return JSON.parse(out.trim().split("\n").at(-1) ?? "{}");
+    },
+  };
+}
 
 async function main() {
   const schema = testSchema("bench_cube");
@@ -113,6 +145,62 @@ async function main() {
       readers.push(reader.token);
     }
     const message = "benchmark entry: status update from a worker drone";
+
+    // Append→delivery (figure 3): N subscribers at a fixed append rate; each delivery counted per stream.
+    const latencyAt = async (subscribers: number, rate: number) => {
+      const appendTimes: number[] = [];
+      // The subscribers run in child processes (one per 50 streams, at most 2: the machine's cores).
+      const processes = Math.min(2, Math.ceil(subscribers / 50));
+      const children = Array.from({ length: processes }, (_, k) => {
+        const tokens = Array.from({ length: subscribers }, (_, i) => i)
+          .filter((i) => i % processes === k)
+          .map((i) => readers[Math.floor(i / STREAMS_PER_CLIENT)] as string);
+        return subscriberProcess({ address, cubeId, tokens });
+      });
+      await Promise.all(children.map((c) => c.ready));
+      const total = Math.max(1, Math.round(rate * SECONDS));
+      const startAt = nowMs();
+      const pending: Promise<unknown>[] = [];
+      for (let i = 0; i < total; i++) {
+        const wait = startAt + (i * 1000) / rate - nowMs();
+        if (wait > 0) await sleep(wait);
+        const sent = wallMs();
+        pending.push(
+          activity
+            .appendEntry(
+              { cubeId, message: `latency@${subscribers}.${i}@${sent}`, visibility: Visibility.BROADCAST },
+              as(seats[i % CONCURRENCY] as string),
+            )
+            .then(() => appendTimes.push(wallMs() - sent)),
+        );
+      }
+      await Promise.all(pending);
+      const offered = (total / (nowMs() - startAt)) * 1000;
+      const expected = total * subscribers;
+      const results = await Promise.all(children.map((c) => c.finish(`latency@${subscribers}.`, total)));
+      const latencies = results.flatMap((r) => r.latencies);
+      const missing = results.reduce((n, r) => n + r.missing, 0);
+      const duplicates = results.reduce((n, r) => n + r.duplicates, 0);
+      if (missing !== 0 || duplicates !== 0) {
+        failed = true;
+        process.stdout.write(
+          `DELIVERY CHECK FAILED: ${subscribers} subscribers, ${missing} missing, ${duplicates} duplicated\n`,
+        );
+      }
+      latencies.sort((a, b) => a - b);
+      appendTimes.sort((a, b) => a - b);
+      return { subscribers, rate, offered, delivered: latencies.length, expected, duplicates, latencies, appendTimes };
+    };
+    if (ONLY === "delivery") {
+      // Only the target point (for `node --cpu-prof` of the fan-out).
+      const target = await latencyAt(100, TARGET_RATE);
+      process.stdout.write(`cube bench (delivery only): ${SECONDS} s, load ${loadAverage()}\n`);
+      bench("cube.delivery.p50_ms.s100", pct(target.latencies, 50), "ms");
+      bench("cube.delivery.p99_ms.s100", pct(target.latencies, 99), "ms");
+      bench("cube.delivery.held_per_s.s100", target.offered, "1/s");
+      bench("cube.delivery.exactly_once", failed ? 0 : 1, "bool");
+      return;
+    }
 
     // 1. AppendEntry vs its floor, same concurrency, alternated twice, best of each (shared box).
     const append = (w: number) =>
@@ -172,72 +260,6 @@ async function main() {
       return;
     }
 
-    // 3. Append→delivery: N subscribers at a fixed append rate; each delivery counted per stream.
-    const latencyAt = async (subscribers: number, rate: number) => {
-      const latencies: number[] = [];
-      const appendTimes: number[] = [];
-      let duplicates = 0;
-      const streams = Array.from({ length: subscribers }, (_, k) => {
-        const token = readers[Math.floor(k / STREAMS_PER_CLIENT)] as string;
-        const controller = new AbortController();
-        const stream = activity.subscribeActivity({ cubeId }, { ...as(token), signal: controller.signal });
-        const seen = new Set<string>();
-        let ready = false;
-        const done = (async () => {
-          try {
-            for await (const event of stream) {
-              if (event.event.case === "ready") ready = true;
-              if (event.event.case === "entry") {
-                const text = event.event.value.message;
-                const sent = Number(text.split("@")[2]);
-                if (!text.startsWith("latency@") || !Number.isFinite(sent)) continue;
-                if (seen.has(text)) duplicates++;
-                seen.add(text);
-                latencies.push(nowMs() - sent);
-              }
-            }
-          } catch {
-            // cancelled at the end
-          }
-        })();
-        return { controller, done, seen, isReady: () => ready };
-      });
-      while (!streams.every((s) => s.isReady())) await sleep(10);
-      const total = Math.max(1, Math.round(rate * SECONDS));
-      const startAt = nowMs();
-      const pending: Promise<unknown>[] = [];
-      for (let i = 0; i < total; i++) {
-        const wait = startAt + (i * 1000) / rate - nowMs();
-        if (wait > 0) await sleep(wait);
-        const sent = nowMs();
-        pending.push(
-          activity
-            .appendEntry(
-              { cubeId, message: `latency@${subscribers}.${i}@${sent}`, visibility: Visibility.BROADCAST },
-              as(seats[i % CONCURRENCY] as string),
-            )
-            .then(() => appendTimes.push(nowMs() - sent)),
-        );
-      }
-      await Promise.all(pending);
-      const offered = (total / (nowMs() - startAt)) * 1000;
-      const expected = total * subscribers;
-      const deadline = nowMs() + 60_000;
-      while (latencies.length < expected && nowMs() < deadline) await sleep(20);
-      await sleep(200); // a late duplicate would land here
-      for (const s of streams) s.controller.abort();
-      await Promise.all(streams.map((s) => s.done));
-      const missing = streams.reduce((n, s) => n + (total - s.seen.size), 0);
-      if (missing !== 0 || duplicates !== 0) {
-        failed = true;
-        process.stdout.write(
-          `DELIVERY CHECK FAILED: ${subscribers} subscribers, ${missing} missing, ${duplicates} duplicated\n`,
-        );
-      }
-      latencies.sort((a, b) => a - b);
-      appendTimes.sort((a, b) => a - b);
-      return { subscribers, rate, offered, delivered: latencies.length, expected, duplicates, latencies, appendTimes };
-    };
     const curve = [];
     for (const n of CURVE) curve.push(await latencyAt(n, CURVE_RATE));
     const target = await latencyAt(100, TARGET_RATE);

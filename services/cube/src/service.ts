@@ -20,8 +20,9 @@ import type { CubeDeps } from "./handlers/deps";
 import { identityHandlers } from "./handlers/identity";
 import { DeliveryRecorder } from "./live/deliveries";
 import { activityFeed } from "./live/feed";
+import { closeAuthCache, openAuthCache } from "./store/auth-cache";
 import { StorageGuard } from "./store/guard";
-import { resolveToken } from "./store/identity";
+import { resolveTokenCached } from "./store/identity";
 import { type LivenessRound, livenessRound } from "./store/liveness";
 import { openPrisma } from "./store/prisma";
 
@@ -37,8 +38,9 @@ export const cubeService = defineService<CubeConfig>({
   env: cubeEnv,
   migrationsDir,
   readConfig: readCubeConfig,
-  wire({ database, bus, logger, clock, internalKey, operatorToken, metrics, config: common }, config) {
+  async wire({ database, bus, logger, clock, internalKey, operatorToken, metrics, config: common }, config) {
     const prisma = openPrisma(database);
+    const auth = await openAuthCache(bus, clock);
     const deps: CubeDeps = {
       prisma,
       fast: rawQuery(database),
@@ -47,6 +49,7 @@ export const cubeService = defineService<CubeConfig>({
       logger,
       config,
       internalKey,
+      auth,
       guard: new StorageGuard(prisma, config.storageBudgetBytes),
     };
     const feed = activityFeed(deps);
@@ -71,13 +74,14 @@ export const cubeService = defineService<CubeConfig>({
         internalKey,
         operatorToken,
         now: () => clock.now().getTime(),
-        resolveToken: async (parsed) => (await resolveToken(deps, parsed))?.principal ?? null,
+        resolveToken: async (parsed, raw) => (await resolveTokenCached(deps, parsed, raw))?.principal ?? null,
       }),
       background: [{ name: LIVENESS_JOB, everyMs: config.livenessIntervalMs, run: round }],
       extra: { livenessRound: round },
       async close() {
         await feed.close();
         await deliveries.close();
+        await closeAuthCache(auth);
         if (streams instanceof RedisStreamCounter) await streams.close();
         await prisma.$disconnect();
       },

@@ -44,6 +44,19 @@ export class GatewayMetrics {
     help: "Requests whose rate limit was counted by this replica's in-memory insurance limiter (Redis unreachable).",
     registers: [this.registry],
   });
+  /** Set by the server: reads the shared upstream subscriptions at scrape time. */
+  sharedUpstreamStats: (() => { upstreams: number; members: number }) | undefined;
+  readonly sharedUpstreams = new Gauge({
+    name: "unimatrix_gateway_shared_upstreams",
+    help: "Shared upstream SubscribeActivity streams open now (kind=upstreams) and the SSE streams reading them (kind=members).",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+    collect: () => {
+      const stats = this.sharedUpstreamStats?.();
+      this.sharedUpstreams.set({ kind: "upstreams" }, stats?.upstreams ?? 0);
+      this.sharedUpstreams.set({ kind: "members" }, stats?.members ?? 0);
+    },
+  });
   readonly upstreamResumes = new Counter({
     name: "unimatrix_gateway_upstream_resumes_total",
     help: "Upstream streams re-opened from their last cursor after a replica went away, by kind (sse, mcp).",

@@ -35,6 +35,7 @@ import { McpSessionStore } from "./mcp/session-store";
 import { GatewayMetrics } from "./metrics";
 import { RateLimiter } from "./rate-limit";
 import { requestContextOf, withRequestContext } from "./request-context";
+import { SharedUpstreams } from "./shared-upstream";
 import { cubeEvents, machineEvents, type SseDeps } from "./sse";
 import { isConsolePath, serveConsole } from "./static";
 import { openUpstreams, PUBLIC_SERVICES } from "./upstreams";
@@ -125,6 +126,9 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     jsonOptions: { ignoreUnknownFields: false },
   });
 
+  // One upstream SubscribeActivity per (cube, credential) for SSE streams from the head (MCP push may use it too).
+  const sharedUpstreams = new SharedUpstreams();
+  metrics.sharedUpstreamStats = () => sharedUpstreams.stats();
   const sse: SseDeps = {
     upstreams,
     auth,
@@ -135,6 +139,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     internalKey: options.internalKey,
     onStream: (delta) => metrics.openStreams.inc({ kind: "sse" }, delta),
     onResume: () => metrics.upstreamResumes.inc({ kind: "sse" }),
+    shared: sharedUpstreams,
   };
 
   const mcp = mcpHandler({

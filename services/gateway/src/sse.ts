@@ -1,11 +1,12 @@
 import { once } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { toJson } from "@bufbuild/protobuf";
+import { create, toJson } from "@bufbuild/protobuf";
 import type { Code } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { type Metadata, status } from "@grpc/grpc-js";
 import {
   StreamCloseReason,
+  type SubscribeActivityResponse,
   SubscribeActivityResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { WatchMachinesResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
@@ -17,6 +18,7 @@ import type { StreamCaps, StreamSlot } from "./fleet/streams";
 import { follow, type Step } from "./follow";
 import { chargeAddress, upstreamMetadata } from "./forward";
 import type { RateLimiter } from "./rate-limit";
+import { type SharedKind, type SharedUpstreams, sharingKey } from "./shared-upstream";
 import type { Upstreams } from "./upstreams";
 
 /** One thing to write on an SSE stream. */
@@ -43,16 +45,40 @@ export interface SseDeps {
   readonly onStream?: (delta: 1 | -1) => void;
   /** Told each time an upstream stream is re-opened after its replica went away. */
   readonly onResume?: () => void;
+  /** Shared upstream subscriptions (streams from the head as the same credential share one); none: each stream opens its own. */
+  readonly shared?: SharedUpstreams;
 }
+
+/** The text of frames shared by many streams, built once (frames are never modified after they are made). */
+const frameTexts = new WeakMap<SseFrame, string>();
 
 /** Writes one frame; false when the socket buffer is full (wait for `drain`). */
 function writeFrame(response: ServerResponse, frame: SseFrame): boolean {
+  const cached = frameTexts.get(frame);
+  if (cached !== undefined) return response.write(cached);
+  const text = frameText(frame);
+  frameTexts.set(frame, text);
+  return response.write(text);
+}
+
+function frameText(frame: SseFrame): string {
   let text = "";
   if (frame.comment !== undefined) text += `: ${frame.comment}\n`;
   if (frame.event !== undefined) text += `event: ${frame.event}\n`;
   if (frame.id !== undefined) text += `id: ${frame.id}\n`;
   if (frame.data !== undefined) text += `data: ${JSON.stringify(frame.data)}\n`;
-  return response.write(`${text}\n`);
+  return `${text}\n`;
+}
+
+/** The frames of a message shared by many streams, built once per message (JSON and text alike). */
+const sharedFrames = new WeakMap<object, SseFrame[]>();
+function framesOnce(message: object, build: () => SseFrame[]): SseFrame[] {
+  let frames = sharedFrames.get(message);
+  if (!frames) {
+    frames = build();
+    sharedFrames.set(message, frames);
+  }
+  return frames;
 }
 
 /** The cursor to resume from: `?after=` wins over `Last-Event-ID`; undefined when neither is given. */
@@ -83,6 +109,8 @@ async function serveStream<M>(
   step: (message: M) => Step,
   /** `readySent`: the browser already had its ready event (a resumed upstream's is not repeated). */
   toFrames: (message: M, readySent: boolean) => SseFrame[],
+  /** How this stream may share its upstream with others (`deps.shared`); only when it starts from the head. */
+  share?: { readonly what: string; readonly kind: SharedKind<M> },
 ): Promise<void> {
   const controller = new AbortController();
   request.once("close", () => controller.abort());
@@ -122,30 +150,33 @@ async function serveStream<M>(
     }
     const requestId = request.headers[REQUEST_ID_HEADER];
     let first = true;
-    const followed = follow({
-      after,
-      signal: controller.signal,
-      step,
-      open: async (from) => {
-        // Re-authenticated on every (re)open, so a revoked token does not ride a failover.
-        const reopened = !first;
-        first = false;
-        const { principal } =
-          caller && !reopened ? caller : await deps.auth.authenticate(request.headers.authorization);
-        if (reopened) deps.onResume?.();
-        const metadata = upstreamMetadata(
-          deps.internalKey,
-          principal,
-          typeof requestId === "string" ? requestId : null,
-        );
-        return open(from, { metadata, signal: controller.signal });
-      },
-      onRetry: () => {
-        // A backend briefly down at connect: answer 200 now and keep trying upstream.
-        start();
-        writeFrame(response, { comment: "reconnecting" });
-      },
-    });
+    const openUpstream = async (from: string | undefined, signal: AbortSignal) => {
+      // Re-authenticated on every (re)open, so a revoked token does not ride a failover.
+      const reopened = !first;
+      first = false;
+      const { principal } = caller && !reopened ? caller : await deps.auth.authenticate(request.headers.authorization);
+      if (reopened) deps.onResume?.();
+      const metadata = upstreamMetadata(deps.internalKey, principal, typeof requestId === "string" ? requestId : null);
+      return open(from, { metadata, signal });
+    };
+    const onRetry = () => {
+      // A backend briefly down at connect: answer 200 now and keep trying upstream.
+      start();
+      writeFrame(response, { comment: "reconnecting" });
+    };
+    const authorization = request.headers.authorization;
+    const followed =
+      share && deps.shared && after === undefined && authorization
+        ? deps.shared.join(sharingKey(share.what, authorization), share.kind, openUpstream, controller.signal, {
+            onRetry,
+          })
+        : follow({
+            after,
+            signal: controller.signal,
+            step,
+            open: (from) => openUpstream(from, controller.signal),
+            onRetry,
+          });
     deps.onStream?.(1);
     try {
       let readySent = false;
@@ -188,6 +219,74 @@ async function serveStream<M>(
   }
 }
 
+/** What an activity event means for following the stream. */
+const activityStep = ({ event }: SubscribeActivityResponse): Step => {
+  switch (event.case) {
+    case "entry":
+    case "notification":
+      return { cursor: event.value.cursor };
+    case "ready":
+    case "heartbeat":
+      return { start: event.value.cursor };
+    case "accessRevoked":
+      return { final: true };
+    case "goingAway":
+      // The replica drained: resume elsewhere after its cursor (the browser never sees it).
+      return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
+    case "closed":
+      // An older replica shutting down says "resume elsewhere"; any other close is the answer.
+      return event.value.reason === StreamCloseReason.SHUTDOWN
+        ? { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) }
+        : { final: true };
+    default:
+      // An event this gateway does not know yet: if the stream ends after it, it is re-opened.
+      return {};
+  }
+};
+
+/** The SSE frames of an activity event (entries and notifications built once for all the streams that share them). */
+function activityFrames(message: SubscribeActivityResponse, readySent: boolean): SseFrame[] {
+  const { event } = message;
+  if (event.case === "entry" || event.case === "notification") {
+    return framesOnce(message, () => {
+      const json = toJson(SubscribeActivityResponseSchema, message) as Record<string, unknown>;
+      return event.case === "entry"
+        ? [{ event: "entry", id: event.value.cursor, data: json.entry }]
+        : [{ event: "notification", id: event.value.cursor, data: json.notification }];
+    });
+  }
+  const json = toJson(SubscribeActivityResponseSchema, message) as Record<string, unknown>;
+  switch (event.case) {
+    case "heartbeat":
+      return [{ comment: `heartbeat ${new Date().toISOString()}` }];
+    case "ready":
+      // Sent once: a resumed upstream's ready is the gateway's business, not the browser's.
+      return readySent ? [] : [{ event: "ready", id: event.value.cursor || undefined, data: json.ready }];
+    case "accessRevoked":
+      return [{ event: "access_revoked", data: json.accessRevoked ?? {}, end: true }];
+    case "closed":
+      return event.value.reason === StreamCloseReason.SHUTDOWN
+        ? []
+        : [{ event: "closed", data: json.closed ?? {}, end: true }];
+    default:
+      return [];
+  }
+}
+
+/** Activity streams share an upstream per (cube, credential): see `SharedUpstreams`. */
+const activityShare: SharedKind<SubscribeActivityResponse> = {
+  step: activityStep,
+  isReady: (message) => message.event.case === "ready",
+  readyAt: (cursor) => create(SubscribeActivityResponseSchema, { event: { case: "ready", value: { cursor } } }),
+  tooSlowAt: (cursor) =>
+    create(SubscribeActivityResponseSchema, {
+      event: {
+        case: "closed",
+        value: { reason: StreamCloseReason.SLOW_CONSUMER, ...(cursor !== undefined ? { cursor } : {}) },
+      },
+    }),
+};
+
 /** `GET /v1/cubes/{cube}/events`: the activity entries and notifications the caller may see. */
 export function cubeEvents(
   deps: SseDeps,
@@ -203,52 +302,9 @@ export function cubeEvents(
     resumeCursor(request, url),
     (after, options) =>
       deps.upstreams.activity.subscribeActivity({ cubeId, ...(after !== undefined ? { after } : {}) }, options),
-    ({ event }) => {
-      switch (event.case) {
-        case "entry":
-        case "notification":
-          return { cursor: event.value.cursor };
-        case "ready":
-        case "heartbeat":
-          return { start: event.value.cursor };
-        case "accessRevoked":
-          return { final: true };
-        case "goingAway":
-          // The replica drained: resume elsewhere after its cursor (the browser never sees it).
-          return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
-        case "closed":
-          // An older replica shutting down says "resume elsewhere"; any other close is the answer.
-          return event.value.reason === StreamCloseReason.SHUTDOWN
-            ? { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) }
-            : { final: true };
-        default:
-          // An event this gateway does not know yet: if the stream ends after it, it is re-opened.
-          return {};
-      }
-    },
-    (message, readySent) => {
-      const json = toJson(SubscribeActivityResponseSchema, message) as Record<string, unknown>;
-      const { event } = message;
-      switch (event.case) {
-        case "entry":
-          return [{ event: "entry", id: event.value.cursor, data: json.entry }];
-        case "notification":
-          return [{ event: "notification", id: event.value.cursor, data: json.notification }];
-        case "heartbeat":
-          return [{ comment: `heartbeat ${new Date().toISOString()}` }];
-        case "ready":
-          // Sent once: a resumed upstream's ready is the gateway's business, not the browser's.
-          return readySent ? [] : [{ event: "ready", id: event.value.cursor || undefined, data: json.ready }];
-        case "accessRevoked":
-          return [{ event: "access_revoked", data: json.accessRevoked ?? {}, end: true }];
-        case "closed":
-          return event.value.reason === StreamCloseReason.SHUTDOWN
-            ? []
-            : [{ event: "closed", data: json.closed ?? {}, end: true }];
-        default:
-          return [];
-      }
-    },
+    activityStep,
+    activityFrames,
+    { what: `activity:${cubeId}`, kind: activityShare },
   );
 }
 

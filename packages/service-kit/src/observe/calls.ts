@@ -69,12 +69,14 @@ export function callObserver(metrics: ServiceMetrics, logger: Logger): CallObser
     });
     let principalKind: string | undefined;
     let ended = false;
+    // Bound once per call: a stream counts every message, and prom-client hashes the labels on each `inc(labels)`.
+    const sent = streaming ? metrics.sent.labels(labels) : undefined;
     metrics.started.inc(labels);
     if (streaming) metrics.openStreams.inc(labels);
     return {
       traceId,
       run: (fn) => context.with(spanContext, fn),
-      sent: () => metrics.sent.inc(labels),
+      sent: () => (sent ?? metrics.sent.labels(labels)).inc(),
       principal(kind) {
         principalKind = kind;
       },

@@ -3,6 +3,7 @@ import type { Bus } from "@unimatrix/service-kit/bus";
 import type { RawQuery } from "@unimatrix/service-kit/store";
 import type { Logger } from "pino";
 import type { CubeConfig } from "../config";
+import type { AuthCache } from "../store/auth-cache";
 import type { StorageGuard } from "../store/guard";
 import type { PrismaClient } from "../store/prisma";
 
@@ -16,6 +17,8 @@ export interface CubeDeps {
   readonly bus: Bus;
   readonly logger: Logger;
   readonly config: CubeConfig;
+  /** The replica's token → principal and (principal, cube) → access caches, invalidated through the bus. */
+  readonly auth: AuthCache;
   /** The installation's internal key (seals page tokens). */
   readonly internalKey: string;
 }

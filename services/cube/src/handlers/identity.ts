@@ -20,7 +20,7 @@ import {
   issueClient,
   issueUserToken,
   listClients,
-  resolveToken,
+  resolveTokenCached,
   revokeClient,
   rotateClient,
 } from "../store/identity";
@@ -127,7 +127,7 @@ export function identityHandlers(
           return authenticatedToWire("operator", checkedAt);
         throw new UnauthenticatedError("invalid credential");
       }
-      const resolved = parsed ? await resolveToken(deps, parsed) : null;
+      const resolved = parsed ? await resolveTokenCached(deps, parsed, request.token) : null;
       if (!resolved) throw new UnauthenticatedError("invalid credential");
       return authenticatedToWire(resolved, checkedAt);
     },

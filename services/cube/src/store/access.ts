@@ -2,6 +2,7 @@ import { NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { RawQuery } from "@unimatrix/service-kit/store";
 import { type AccessLevel, clientOf, MANAGE, requireLevel, tenantOf } from "../rules/access";
+import { type AccessView, type AuthCache, accessKey, authTag, principalTags } from "./auth-cache";
 import type { Cube } from "./rows";
 
 /** The drone a drone-session principal acts as, with what visibility depends on. */
@@ -55,19 +56,7 @@ export async function standing(db: RawQuery, principal: Principal, cubeId: strin
     LEFT JOIN roles r ON r.id = d.role_id
     WHERE c.id = ${cubeId}::uuid AND c.tenant_id = ${tenantId}::uuid`;
   if (!row) throw new NotFoundError("cube not found");
-  const cube: Cube = {
-    id: row.id,
-    tenantId: row.tenant_id,
-    name: row.name,
-    directive: row.directive,
-    taxonomyJson: row.taxonomy_json,
-    ownerId: row.owner_id,
-    ownerKind: row.owner_kind,
-    requestKey: row.request_key,
-    head: BigInt(row.head),
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-  };
+  const cube = cubeOf(row);
   if (principal.kind === "user") return { cube, access: MANAGE };
   const access = (row.access ?? 0) as AccessLevel;
   if (access === 0) throw new NotFoundError("cube not found");
@@ -85,6 +74,32 @@ export async function standing(db: RawQuery, principal: Principal, cubeId: strin
       humanSeat: row.human_seat ?? false,
     },
   };
+}
+
+/** A cube row of a raw statement as the store's `Cube`. */
+function cubeOf(row: CubeRow): Cube {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    name: row.name,
+    directive: row.directive,
+    taxonomyJson: row.taxonomy_json,
+    ownerId: row.owner_id,
+    ownerKind: row.owner_kind,
+    requestKey: row.request_key,
+    head: BigInt(row.head),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** A tenant's cube by id (one raw statement), or null. */
+export async function cubeRow(db: RawQuery, tenantId: string, cubeId: string): Promise<Cube | null> {
+  const [row] = await db.$queryRaw<CubeRow[]>`
+    SELECT id::text, tenant_id::text, name, directive, taxonomy_json, owner_id::text, owner_kind,
+           request_key::text, head, created_at, updated_at
+    FROM cubes WHERE id = ${cubeId}::uuid AND tenant_id = ${tenantId}::uuid`;
+  return row ? cubeOf(row) : null;
 }
 
 interface CubeRow {
@@ -112,4 +127,41 @@ export async function requireAccess(
   const s = await standing(db, principal, cubeId);
   requireLevel(s.access, level, what);
   return s;
+}
+
+/**
+ * A principal's access to a cube from the replica's auth cache (no round trip), or on a miss one
+ * `standing` statement, whose cube row is handed back too. Same answers as `standing`: NOT_FOUND
+ * for an unknown, foreign or unreadable cube. For reads and the append's pre-checks only: writes
+ * that must hold access while they commit re-check inside their transaction.
+ */
+export async function cachedAccess(
+  deps: { fast: RawQuery; auth: AuthCache },
+  principal: Principal,
+  cubeId: string,
+): Promise<{ view: AccessView; cube?: Cube }> {
+  let fresh: CubeStanding | undefined;
+  const view = (await deps.auth.access.through(accessKey(principal, cubeId), async () => {
+    fresh = await standing(deps.fast, principal, cubeId);
+    const value: AccessView = {
+      access: fresh.access,
+      taxonomyJson: fresh.cube.taxonomyJson,
+      ...(fresh.drone ? { drone: fresh.drone } : {}),
+    };
+    return { value, tags: [authTag.cube(cubeId), ...principalTags(principal)] };
+  })) as AccessView;
+  return fresh ? { view, cube: fresh.cube } : { view };
+}
+
+/** `cachedAccess` requiring `level`: PERMISSION_DENIED when the cube is readable but not enough. */
+export async function requireCachedAccess(
+  deps: { fast: RawQuery; auth: AuthCache },
+  principal: Principal,
+  cubeId: string,
+  level: AccessLevel,
+  what: string,
+): Promise<{ view: AccessView; cube?: Cube }> {
+  const found = await cachedAccess(deps, principal, cubeId);
+  requireLevel(found.view.access, level, what);
+  return found;
 }

@@ -1,10 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { AlreadyExistsError, InvalidArgumentError, PermissionDeniedError } from "@unimatrix/service-kit";
+import { AlreadyExistsError, InvalidArgumentError, NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import { isUniqueViolation } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../handlers/deps";
 import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";
-import { requireAccess, standing } from "./access";
+import { cachedAccess, cubeRow, requireAccess } from "./access";
+import { authTag, invalidateAuth } from "./auth-cache";
 import { inTransaction } from "./prisma";
 import type { Cube } from "./rows";
 
@@ -113,8 +114,11 @@ export async function listCubes(
 
 /** One readable cube with the caller's access. */
 export async function getCube(deps: CubeDeps, principal: Principal, cubeId: string) {
-  const s = await standing(deps.fast, principal, cubeId);
-  return { cube: s.cube, access: s.access };
+  // Access from the auth cache; the cube row (its head moves with every append) is always read.
+  const { view, cube } = await cachedAccess(deps, principal, cubeId);
+  const row = cube ?? (await cubeRow(deps.fast, tenantOf(principal), cubeId));
+  if (!row) throw new NotFoundError("cube not found");
+  return { cube: row, access: view.access };
 }
 
 /** Changes directive and/or taxonomy (empty taxonomy removes it). Requires MANAGE. */
@@ -129,7 +133,7 @@ export async function updateCube(
   await requireAccess(deps.prisma, principal, cubeId, MANAGE, "updating the cube");
   await deps.guard.admit(Buffer.byteLength(change.directive ?? "") + Buffer.byteLength(change.taxonomyJson ?? ""));
   const now = deps.clock.now();
-  return inTransaction(deps.prisma, async (tx) => {
+  const updated = await inTransaction(deps.prisma, async (tx) => {
     const s = await requireAccess(tx, principal, cubeId, MANAGE, "updating the cube");
     const cube = await tx.cube.update({
       where: { id: cubeId },
@@ -143,4 +147,7 @@ export async function updateCube(
     });
     return { cube, access: s.access };
   });
+  // The taxonomy is cached with access (the append checks kinds against it).
+  await invalidateAuth(deps, [authTag.cube(cubeId)]);
+  return updated;
 }

@@ -4,6 +4,7 @@ import type { CubeDeps } from "../handlers/deps";
 import { ACCESS, ringAfterCommit } from "../live/channels";
 import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";
 import { requireAccess } from "./access";
+import { authTag, invalidateAuth } from "./auth-cache";
 import { inTransaction, type Tx } from "./prisma";
 import type { CubeGrant } from "./rows";
 
@@ -34,6 +35,7 @@ export async function setCubeGrant(
       update: { access, updatedAt: now },
     });
   });
+  await invalidateAuth(deps, [authTag.cube(cubeId)]);
   await ringAfterCommit(deps, [cubeId], ACCESS);
   return grant;
 }
@@ -52,7 +54,10 @@ export async function revokeCubeGrant(
     const result = await tx.cubeGrant.deleteMany({ where: { clientId, cubeId } });
     return result.count > 0;
   });
-  if (removed) await ringAfterCommit(deps, [cubeId], ACCESS);
+  if (removed) {
+    await invalidateAuth(deps, [authTag.cube(cubeId)]);
+    await ringAfterCommit(deps, [cubeId], ACCESS);
+  }
   return removed;
 }
 

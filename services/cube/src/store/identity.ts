@@ -4,6 +4,7 @@ import { issueToken, type ParsedToken, type Principal, sha256, verifySecret } fr
 import { isUniqueViolation } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../handlers/deps";
 import { ACCESS, ringAfterCommit } from "../live/channels";
+import { authTag, invalidateAuth, principalTags } from "./auth-cache";
 import { bytes, inTransaction, type Tx } from "./prisma";
 import type { ApiClient, ResolvedToken, Tenant, User } from "./rows";
 
@@ -145,6 +146,7 @@ export async function rotateClient(
     const revoked = await revokeSessionsOfClient(tx, clientId, now);
     return { client, revoked, cubes: [...revoked.cubes, ...(await cubesOfClient(tx, clientId))] };
   });
+  await invalidateAuth(deps, [authTag.client(clientId)]);
   await ringAfterCommit(deps, result.cubes, ACCESS);
   return { client: result.client, token: issued.token, revoked: result.revoked.count };
 }
@@ -159,6 +161,7 @@ export async function revokeClient(deps: CubeDeps, tenantId: string, clientId: s
     const revoked = await revokeSessionsOfClient(tx, clientId, now);
     return { client, cubes: [...revoked.cubes, ...(await cubesOfClient(tx, clientId))] };
   });
+  await invalidateAuth(deps, [authTag.client(clientId)]);
   await ringAfterCommit(deps, result.cubes, ACCESS);
   return result.client;
 }
@@ -231,6 +234,27 @@ export async function resolveToken(deps: CubeDeps, parsed: ParsedToken): Promise
     default:
       return null;
   }
+}
+
+/**
+ * `resolveToken` through the replica's auth cache (keyed by a digest of the whole token, so a wrong
+ * secret never hits): no round trip in the common case; revocation, rotation and eviction drop the
+ * entry on every replica through the bus, and a drone session's entry ends with the session.
+ */
+export async function resolveTokenCached(
+  deps: CubeDeps,
+  parsed: ParsedToken,
+  raw: string,
+): Promise<ResolvedToken | null> {
+  return deps.auth.tokens.through(sha256(raw).toString("base64url"), async () => {
+    const resolved = await resolveToken(deps, parsed);
+    if (!resolved) return null;
+    return {
+      value: resolved,
+      tags: principalTags(resolved.principal),
+      ...(resolved.expiresAt ? { expiresAt: resolved.expiresAt.getTime() } : {}),
+    };
+  });
 }
 
 /** True when a drone session is unrevoked, unexpired, its drone not evicted and its client active. */

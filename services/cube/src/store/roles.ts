@@ -7,6 +7,7 @@ import { MANAGE, READ } from "../rules/access";
 import { MAX_DOCUMENT_BYTES } from "../rules/request";
 import { patchSection, type SectionOp } from "../rules/sections";
 import { requireAccess } from "./access";
+import { authTag, invalidateAuth } from "./auth-cache";
 import { inTransaction, type Tx } from "./prisma";
 import type { Role } from "./rows";
 
@@ -66,12 +67,15 @@ export async function updateRole(
   await deps.guard.admit(Buffer.byteLength(change.detailedDescription ?? "") + 100);
   const now = deps.clock.now();
   try {
-    return await inTransaction(deps.prisma, async (tx) => {
+    const role = await inTransaction(deps.prisma, async (tx) => {
       await requireAccess(tx, principal, cubeId, MANAGE, "updating roles");
       await lockRole(tx, cubeId, roleId);
       if (change.isDefault) await clearDefault(tx, cubeId, roleId);
       return tx.role.update({ where: { id: roleId }, data: { ...change, updatedAt: now } });
     });
+    // What its drones may broadcast and see is cached with their access.
+    await invalidateAuth(deps, [authTag.cube(cubeId)]);
+    return role;
   } catch (error) {
     if (isUniqueViolation(error)) throw taken();
     throw error;

@@ -7,6 +7,7 @@ import { authorPrincipalId, isParticipant, MANAGE, READ } from "../rules/access"
 import { isSeatChange, type SeatStateName, seatStateMessage } from "../rules/seat";
 import { requireAccess, standing } from "./access";
 import { blankEntry, insertEntry } from "./activity";
+import { authTag, invalidateAuth } from "./auth-cache";
 import { renewHolderClaims } from "./leases";
 import { bytes, inTransaction, type PrismaClient, type Tx } from "./prisma";
 import {
@@ -106,6 +107,8 @@ export async function attachSeat(deps: CubeDeps, principal: Principal, request: 
     await renewHolderClaims(tx, drone.id, now, deps.config.claimLeaseSeconds);
     return { drone, session };
   });
+  // A reattached drone may have a new role (what it may broadcast and see).
+  if (request.priorDroneId) await invalidateAuth(deps, [authTag.drone(result.drone.id)]);
   const [view] = await droneViews(deps.prisma, [result.drone], now);
   return { outcome: "created", drone: view as DroneRow, session: result.session, token: issued.token };
 }
@@ -282,6 +285,7 @@ export async function evictDrone(
     });
     return { drone: updated, revoked: revoked.count };
   });
+  await invalidateAuth(deps, [authTag.drone(droneId)]);
   await ringAfterCommit(deps, [cubeId], ACCESS);
   const [view] = await droneViews(deps.prisma, [result.drone], now);
   return { drone: view as DroneRow, revoked: result.revoked };

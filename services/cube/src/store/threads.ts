@@ -20,7 +20,7 @@ export const MAX_THREAD_SCAN = 5000;
 /** The entry a reply replies to: a visible entry of the cube, else NOT_FOUND naming `reply_to_entry_id`. */
 export async function replyTarget(
   deps: CubeDeps,
-  s: CubeStanding,
+  s: Pick<CubeStanding, "access" | "drone">,
   cubeId: string,
   entryId: string,
 ): Promise<ActivityRow> {
@@ -57,7 +57,7 @@ export async function droneViewers(db: PrismaClient | Tx, cubeId: string, droneI
 export async function afterReply(
   deps: CubeDeps,
   tx: Tx,
-  s: CubeStanding,
+  s: Pick<CubeStanding, "access" | "drone">,
   principal: Principal,
   reply: ActivityRow,
   parent: ActivityRow,
