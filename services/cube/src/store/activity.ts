@@ -10,6 +10,7 @@ import type { NewEntry } from "../rules/entry";
 import { taxonomyKinds } from "../rules/taxonomy";
 import { type Viewer, viewerOf, visibleTo } from "../rules/visibility";
 import { type CubeStanding, requireAccess } from "./access";
+import { distinctMachines, ringNotices } from "./notices";
 import { inTransaction, type PrismaClient, type Tx } from "./prisma";
 import { type ActivityRow, type EntryState, type ItemRow, NO_REACTIONS } from "./rows";
 
@@ -87,7 +88,11 @@ export async function appendEntry(
   // One statement, so one implicit transaction and one round trip: touch the author drone first
   // (the position CTE depends on it, so the drone lock is taken before the cube lock), take the
   // next position under the cube row lock, insert. Commit order is therefore position order.
-  const [inserted] = await deps.fast.$queryRaw<{ position: bigint | string }[]>`
+  // A DIRECT entry also queues a notice per recipient whose live session runs on a machine, in the
+  // same statement (so the same transaction; see store/notices.ts).
+  const [inserted] = await deps.fast.$queryRaw<
+    { position: bigint | string; queued: { tenant_id: string; machine_id: string }[] | null }[]
+  >`
     WITH touch AS (
       UPDATE drones SET last_seen_at = ${now}, last_log_post_at = ${now}, silent_ping_count = 0,
                         last_silent_ping_at = NULL
@@ -95,17 +100,34 @@ export async function appendEntry(
     ), pos AS (
       UPDATE cubes SET head = head + 1 WHERE id = ${cubeId}::uuid AND (SELECT count(*) FROM touch) >= 0
       RETURNING head
-    )
+    ), ins AS (
     INSERT INTO activity_items (id, cube_id, position, item_type, created_at, author_drone_id, author_principal_id,
                                 author_principal_kind, author_label, message, visibility, recipient_drone_ids, kind)
     SELECT ${row.id}::uuid, ${cubeId}::uuid, pos.head, 'entry', ${now}, ${row.authorDroneId}::uuid,
            ${row.authorPrincipalId}, ${row.authorPrincipalKind}, ${label}, ${input.message}, ${input.visibility},
            ${input.recipientDroneIds}::uuid[], ${row.kind}
     FROM pos
-    RETURNING position`;
+    RETURNING position
+    ), queued AS (
+      INSERT INTO notices (id, tenant_id, machine_id, cube_id, drone_id, item_id, entry_id, created_at)
+      SELECT gen_random_uuid(), s.tenant_id, s.machine_id, ${cubeId}::uuid, s.drone_id, ${row.id}::uuid,
+             ${row.id}::uuid, ${now}
+      FROM ins CROSS JOIN LATERAL (
+        SELECT DISTINCT ON (ds.drone_id) ds.drone_id, ds.tenant_id, ds.machine_id FROM drone_sessions ds
+        WHERE ${input.visibility}::text = 'direct' AND ds.drone_id = ANY(${input.recipientDroneIds}::uuid[])
+          AND ds.revoked_at IS NULL AND ds.expires_at > ${now} AND ds.machine_id IS NOT NULL
+        ORDER BY ds.drone_id, ds.created_at DESC) s
+      ON CONFLICT (item_id, drone_id) DO NOTHING
+      RETURNING tenant_id::text, machine_id::text
+    )
+    SELECT ins.position,
+           (SELECT json_agg(json_build_object('tenant_id', q.tenant_id, 'machine_id', q.machine_id)) FROM queued q)
+             AS queued
+    FROM ins`;
   if (!inserted) throw new StoreAnomalyError(`cube ${cubeId} vanished while appending`);
   row.position = BigInt(inserted.position);
   await ringAfterCommit(deps, [cubeId], ACTIVITY);
+  await ringNotices(deps, distinctMachines(inserted.queued ?? []));
   return { row, state: NO_REACTIONS };
 }
 
