@@ -72,15 +72,17 @@ async function world(name: string) {
   const { cubeId, roleId } = await newCube(h, t.userToken);
   await grant(h, t.userToken, client.id, cubeId, CubeAccess.WRITE);
   const author = await seat(h, client.token, cubeId, roleId);
-  const recipient = await seat(h, client.token, cubeId, roleId);
   const machineId = randomUUID();
+  // The recipient's session runs on the machine (AttachSeat `machine_id`).
+  const attached = await h.cube.attachSeat({ cubeId, roleId, hostname: "host", machineId }, asBearer(client.token));
+  const recipient = {
+    droneId: attached.drone?.id as string,
+    token: attached.sessionToken,
+    label: attached.drone?.label as string,
+  };
+  const other = await seat(h, client.token, cubeId, roleId);
   const machine: Principal = { kind: "machine", tenantId: t.tenantId, subjectId: machineId };
-  return { ...t, client, cubeId, roleId, author, recipient, machineId, machine };
-}
-
-/** Names the machine a drone's live session runs on (what AttachSeat `machine_id` stores). */
-async function onMachine(droneId: string, machineId: string) {
-  await h.sql("UPDATE drone_sessions SET machine_id = $1 WHERE drone_id = $2", [machineId, droneId]);
+  return { ...t, client, cubeId, roleId, author, recipient, other, machineId, machine };
 }
 
 function watch(machine: Principal, client = notices): Watch {
@@ -102,12 +104,11 @@ afterAll(async () => {
 describe("NoticeService", () => {
   it("queues a notice per DIRECT entry to a drone on a machine, in the entry's statement, and streams them oldest first then live", async () => {
     const w0 = await world("acme");
-    await onMachine(w0.recipient.droneId, w0.machineId);
     const first = await post(h, w0.author.token, w0.cubeId, "rebase\n  onto   main", [w0.recipient.droneId]);
     const second = await post(h, w0.author.token, w0.cubeId, "then run the tests", [w0.recipient.droneId]);
     // Broadcasts and DIRECT entries to a drone with no machine queue nothing.
     await post(h, w0.author.token, w0.cubeId, "a broadcast");
-    await post(h, w0.recipient.token, w0.cubeId, "to the author", [w0.author.droneId]);
+    await post(h, w0.recipient.token, w0.cubeId, "to the author", [w0.author.droneId, w0.other.droneId]);
     const rows = await h.sql<{ item_id: string; machine_id: string; tenant_id: string; confirmed_at: Date | null }>(
       "SELECT item_id::text, machine_id::text, tenant_id::text, confirmed_at FROM notices WHERE cube_id = $1 ORDER BY seq",
       [w0.cubeId],
@@ -140,7 +141,6 @@ describe("NoticeService", () => {
 
   it("ConfirmNotice is idempotent; a confirmed notice is never sent again, an unconfirmed one is resent with the same id", async () => {
     const w0 = await world("confirm");
-    await onMachine(w0.recipient.droneId, w0.machineId);
     await post(h, w0.author.token, w0.cubeId, "one", [w0.recipient.droneId]);
     await post(h, w0.author.token, w0.cubeId, "two", [w0.recipient.droneId]);
     const w1 = watch(w0.machine);
@@ -149,8 +149,15 @@ describe("NoticeService", () => {
     const as = asPrincipal(w0.machine, TEST_INTERNAL_KEY);
     expect(await notices.confirmNotice({ noticeId: one }, as)).toMatchObject({ newlyConfirmed: true });
     expect(await notices.confirmNotice({ noticeId: one }, as)).toMatchObject({ newlyConfirmed: false });
-    const [row] = await h.sql<{ confirmed_at: Date | null }>("SELECT confirmed_at FROM notices WHERE id = $1", [one]);
+    const [row] = await h.sql<{ confirmed_at: Date | null; delivered_at: Date | null; delivered_via: string }>(
+      `SELECT n.confirmed_at, r.delivered_at, r.delivered_via FROM notices n
+       JOIN receipts r ON r.entry_id = n.entry_id AND r.drone_id = n.drone_id WHERE n.id = $1`,
+      [one],
+    );
     expect(row?.confirmed_at).toBeInstanceOf(Date);
+    // The confirmation is the receipt's delivery, via MACHINE_LINK (the same instant).
+    expect(row?.delivered_via).toBe("machine_link");
+    expect(row?.delivered_at?.getTime()).toBe(row?.confirmed_at?.getTime());
     w1.cancel();
     // A new watch (a reconnect): only the unconfirmed one, with the same id; then a marker.
     const w2 = watch(w0.machine);
@@ -165,8 +172,6 @@ describe("NoticeService", () => {
   it("a machine sees only its own notices; another machine's or another tenant's is NOT_FOUND and never streamed", async () => {
     const a = await world("tenant-a");
     const b = await world("tenant-b");
-    await onMachine(a.recipient.droneId, a.machineId);
-    await onMachine(b.recipient.droneId, b.machineId);
     await post(h, a.author.token, a.cubeId, "acme secret", [a.recipient.droneId]);
     const wa = watch(a.machine);
     await eventually(() => wa.ids().length >= 1, "A's notice");
@@ -225,7 +230,6 @@ describe("NoticeService", () => {
 
   it("ends with going_away when the replica drains, and the machine's watch elsewhere gets the notice", async () => {
     const w0 = await world("drain");
-    await onMachine(w0.recipient.droneId, w0.machineId);
     const other: Replica = await h.replica({ cube: { heartbeatMs: 150 } });
     const client = createClient(NoticeService, `127.0.0.1:${other.service.port}`);
     try {

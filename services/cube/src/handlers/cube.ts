@@ -138,12 +138,14 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       const roleId = optionalUuid("role_id", request.roleId);
       const priorDroneId = optionalUuid("prior_drone_id", request.priorDroneId);
       const hostname = request.hostname;
+      const machineId = optionalUuid("machine_id", request.machineId);
       const result = await attachSeat(deps, await ctx.principal(), {
         cubeId,
         roleId,
         priorDroneId,
         sessionToken: request.sessionToken,
         hostname,
+        machineId,
       });
       return attachToWire(result);
     },

@@ -75,6 +75,16 @@ export async function queueNotices(db: RawQuery, subjects: readonly NoticeSubjec
   return distinctMachines(rows);
 }
 
+/**
+ * The machines notices about an entry were queued for: the entry's own (DIRECT) and those of
+ * notifications about it (a REPLY names the reply), to ring after the commit that queued them.
+ */
+export async function noticesQueuedFor(db: RawQuery, entryId: string): Promise<QueuedFor[]> {
+  const rows = await db.$queryRaw<{ tenant_id: string; machine_id: string }[]>`
+    SELECT DISTINCT tenant_id::text, machine_id::text FROM notices WHERE entry_id = ${entryId}::uuid`;
+  return distinctMachines(rows);
+}
+
 /** The distinct machines of queued rows. */
 export function distinctMachines(rows: readonly { tenant_id: string; machine_id: string }[]): QueuedFor[] {
   const seen = new Map<string, QueuedFor>();

@@ -5,6 +5,7 @@ import type { CubeDeps } from "../handlers/deps";
 import { ACCESS, ringAfterCommit } from "../live/channels";
 import { isParticipant, MANAGE, READ } from "../rules/access";
 import { requireAccess, standing } from "./access";
+import { renewHolderClaims } from "./leases";
 import { bytes, inTransaction, type PrismaClient, type Tx } from "./prisma";
 import type { Drone, DroneRow, DroneSession, Role } from "./rows";
 
@@ -15,6 +16,8 @@ export interface AttachRequest {
   readonly sessionToken?: string;
   readonly priorDroneId?: string;
   readonly hostname: string;
+  /** The presence machine the session runs on (notices travel over its Link); unset clears it. */
+  readonly machineId?: string;
 }
 
 /** What AttachSeat answers. */
@@ -68,10 +71,13 @@ export async function attachSeat(deps: CubeDeps, principal: Principal, request: 
           lastSeenAt: now,
           silentPingCount: 0,
           lastSilentPingAt: null,
+          machineId: request.machineId ?? null,
         },
       });
     } else {
       drone = await newDrone(tx, principal.tenantId, clientId, cubeId, role, request.hostname, now);
+      if (request.machineId)
+        drone = await tx.drone.update({ where: { id: drone.id }, data: { machineId: request.machineId } });
     }
     const session = await tx.droneSession.create({
       data: {
@@ -84,8 +90,10 @@ export async function attachSeat(deps: CubeDeps, principal: Principal, request: 
         verifierDigest: bytes(issued.verifierDigest),
         createdAt: now,
         expiresAt,
+        machineId: request.machineId ?? null,
       },
     });
+    await renewHolderClaims(tx, drone.id, now, deps.config.claimLeaseSeconds);
     return { drone, session };
   });
   const [view] = await droneViews(deps.prisma, [result.drone], now);
@@ -139,9 +147,15 @@ async function reuseSession(
     drone.roleId === role.id &&
     (request.priorDroneId === undefined || request.priorDroneId === drone.id);
   if (!valid) return { outcome: "rejected" };
-  const touched = await deps.prisma.drone.update({
-    where: { id: drone.id },
-    data: { lastSeenAt: now, silentPingCount: 0, lastSilentPingAt: null },
+  const touched = await inTransaction(deps.prisma, async (tx) => {
+    const machineId = request.machineId ?? null;
+    if (session.machineId !== machineId)
+      await tx.droneSession.update({ where: { id: session.id }, data: { machineId } });
+    await renewHolderClaims(tx, drone.id, now, deps.config.claimLeaseSeconds);
+    return tx.drone.update({
+      where: { id: drone.id },
+      data: { lastSeenAt: now, silentPingCount: 0, lastSilentPingAt: null, machineId },
+    });
   });
   const [view] = await droneViews(deps.prisma, [touched], now);
   return { outcome: "reused", drone: view as DroneRow, session };
