@@ -23,8 +23,5 @@ CREATE TABLE notices (
 -- WatchNotices: a machine's unconfirmed notices in queue order.
 CREATE INDEX notices_pending_idx ON notices (machine_id, seq) WHERE confirmed_at IS NULL;
 
--- The machine a drone session runs on (AttachSeat `machine_id`). The coordination migration adds
--- it too; IF NOT EXISTS keeps either order harmless.
-ALTER TABLE drone_sessions ADD COLUMN IF NOT EXISTS machine_id uuid;
 -- The machines to ring after an entry's commit (its own notices and its notifications').
 CREATE INDEX notices_entry_idx ON notices (entry_id);
