@@ -15,6 +15,7 @@ import {
   type Replica,
   seat,
   startHarness,
+  Visibility,
 } from "./harness";
 
 /** A notice stream read in the background. */
@@ -139,6 +140,25 @@ describe("NoticeService", () => {
     expect(new Set(w.ids()).size).toBe(3);
   });
 
+  it("a REPLY notification to a drone on a machine queues a notice too (any notice kind, through insertNotifications)", async () => {
+    const w0 = await world("reply");
+    // The machine's drone starts a thread; the author replies in it: the thread's author is told.
+    const root = await post(h, w0.recipient.token, w0.cubeId, "who owns the flaky test?");
+    const w = watch(w0.machine);
+    const { entry: reply } = await h.activity.appendEntry(
+      { cubeId: w0.cubeId, message: "I do", visibility: Visibility.BROADCAST, replyToEntryId: root.id },
+      asBearer(w0.author.token),
+    );
+    await eventually(() => w.ids().length >= 1, "the REPLY notice");
+    expect(w.notices()[0]).toMatchObject({ entryId: reply?.id, droneId: w0.recipient.droneId, text: "[REPLY] I do" });
+    const rows = await h.sql<{ item_type: string; notification_kind: string }>(
+      `SELECT a.item_type, a.notification_kind FROM notices n JOIN activity_items a ON a.id = n.item_id
+       WHERE n.machine_id = $1`,
+      [w0.machineId],
+    );
+    expect(rows).toEqual([{ item_type: "notification", notification_kind: "reply" }]);
+  });
+
   it("ConfirmNotice is idempotent; a confirmed notice is never sent again, an unconfirmed one is resent with the same id", async () => {
     const w0 = await world("confirm");
     await post(h, w0.author.token, w0.cubeId, "one", [w0.recipient.droneId]);
@@ -226,6 +246,23 @@ describe("NoticeService", () => {
     );
     await expectStatus(notices.confirmNotice({ noticeId: "" }, machine), status.INVALID_ARGUMENT, "notice_id");
     await expectStatus(notices.confirmNotice({ noticeId: randomUUID() }, machine), status.NOT_FOUND);
+  });
+
+  it("a watch on a replica whose bus is down still gets notices committed elsewhere (the poll)", async () => {
+    const w0 = await world("busdown");
+    const deaf = await h.replica({ redisUrl: "redis://127.0.0.1:1", cube: { heartbeatMs: 150 } });
+    const client = createClient(NoticeService, `127.0.0.1:${deaf.service.port}`);
+    try {
+      const w = watch(w0.machine, client);
+      await w.passes(1);
+      // Appended on the first replica: its doorbell never reaches the deaf one.
+      const entry = await post(h, w0.author.token, w0.cubeId, "while the bus is down", [w0.recipient.droneId]);
+      await eventually(() => w.ids().length >= 1, "the notice by poll", 15_000);
+      expect(w.notices()[0]?.entryId).toBe(entry.id);
+    } finally {
+      client.close();
+      await deaf.stop();
+    }
   });
 
   it("ends with going_away when the replica drains, and the machine's watch elsewhere gets the notice", async () => {
