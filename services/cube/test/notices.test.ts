@@ -26,10 +26,11 @@ class Watch {
   readonly #stream: ReturnType<TypedClient<typeof NoticeService>["watchNotices"]>;
 
   constructor(client: TypedClient<typeof NoticeService>, machine: Principal) {
-    this.#stream = client.watchNotices({}, asPrincipal(machine, TEST_INTERNAL_KEY));
+    const stream = client.watchNotices({}, asPrincipal(machine, TEST_INTERNAL_KEY));
+    this.#stream = stream;
     void (async () => {
       try {
-        for await (const event of this.#stream) this.events.push(event);
+        for await (const event of stream) this.events.push(event);
       } catch (error) {
         this.error = error as { code?: number };
       } finally {
