@@ -158,6 +158,14 @@ describe("NoticeService", () => {
       [w0.machineId],
     );
     expect(rows).toEqual([{ item_type: "notification", notification_kind: "reply" }]);
+    // Its confirmation is the reply's delivery to the notified drone.
+    const as = asPrincipal(w0.machine, TEST_INTERNAL_KEY);
+    expect(await notices.confirmNotice({ noticeId: w.ids()[0] as string }, as)).toMatchObject({ newlyConfirmed: true });
+    const [receipt] = await h.sql<{ delivered_via: string }>(
+      "SELECT delivered_via FROM receipts WHERE entry_id = $1 AND drone_id = $2",
+      [reply?.id, w0.recipient.droneId],
+    );
+    expect(receipt?.delivered_via).toBe("machine_link");
   });
 
   it("ConfirmNotice is idempotent; a confirmed notice is never sent again, an unconfirmed one is resent with the same id", async () => {

@@ -154,7 +154,8 @@ export async function pendingNotices(
 
 /**
  * Confirms a notice of the calling machine: sets `confirmed_at` once and, in the same
- * transaction, the entry's receipt delivered via MACHINE_LINK (first delivery only). Idempotent:
+ * transaction, the entry's receipt delivered via MACHINE_LINK (first delivery only) when the
+ * notice carried the entry (DIRECT) or a reply (REPLY). Idempotent:
  * a repeat answers false and changes nothing. NOT_FOUND when the notice is not this machine's.
  */
 export async function confirmNotice(
@@ -165,14 +166,20 @@ export async function confirmNotice(
 ): Promise<boolean> {
   const now = deps.clock.now();
   return inTransaction(deps.prisma, async (tx) => {
-    const [row] = await tx.$queryRaw<{ entry_id: string | null; drone_id: string; confirmed_at: Date | null }[]>`
-      SELECT entry_id::text, drone_id::text, confirmed_at FROM notices
-      WHERE id = ${noticeId}::uuid AND tenant_id = ${tenantId}::uuid AND machine_id = ${machineId}::uuid
-      FOR UPDATE`;
+    const [row] = await tx.$queryRaw<
+      { entry_id: string | null; drone_id: string; confirmed_at: Date | null; delivers: boolean }[]
+    >`
+      SELECT n.entry_id::text, n.drone_id::text, n.confirmed_at,
+             (a.item_type = 'entry' OR a.notification_kind = 'reply') AS delivers
+      FROM notices n JOIN activity_items a ON a.id = n.item_id
+      WHERE n.id = ${noticeId}::uuid AND n.tenant_id = ${tenantId}::uuid AND n.machine_id = ${machineId}::uuid
+      FOR UPDATE OF n`;
     if (!row) throw new NotFoundError("notice not found");
     if (row.confirmed_at !== null) return false;
     await tx.$queryRaw`UPDATE notices SET confirmed_at = ${now} WHERE id = ${noticeId}::uuid RETURNING id`;
-    if (row.entry_id) {
+    // The entry itself (DIRECT) or a reply (its REPLY notification) was delivered; a CLAIM_STALE,
+    // TAKEOVER or UNREAD_NUDGE about an entry is not that entry's delivery.
+    if (row.entry_id && row.delivers) {
       await markDelivered(tx, { entryId: row.entry_id, droneId: row.drone_id, via: "machine_link", at: now });
     }
     return true;
