@@ -5,6 +5,7 @@ import {
   ReleaseOutcome,
   type SubscribeActivityResponse,
   SubscribeActivityResponseSchema,
+  TakeOverOutcome,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import {
   AttachSeatOutcome,
@@ -38,6 +39,7 @@ import {
 import { InvalidArgumentError } from "@unimatrix/service-kit";
 import { principalKindOf } from "@unimatrix/service-kit/auth";
 import { encodeCursor } from "./rules/cursor";
+import type { TakeOverDecision } from "./rules/lease";
 import { noticeText } from "./rules/preview";
 import type { SeatStateName } from "./rules/seat";
 import type { PendingNotice } from "./store/notices";
@@ -263,6 +265,17 @@ export function claimOutcomeToWire(outcome: ClaimResult["outcome"]): ClaimOutcom
   return { claimed: ClaimOutcome.CLAIMED, held: ClaimOutcome.ALREADY_HELD, other: ClaimOutcome.ALREADY_CLAIMED }[
     outcome
   ];
+}
+
+/** A take-over attempt's outcome. */
+export function takeOverOutcomeToWire(outcome: TakeOverDecision): TakeOverOutcome {
+  return {
+    take_over: TakeOverOutcome.TAKEN_OVER,
+    not_stale: TakeOverOutcome.NOT_STALE,
+    fence_moved: TakeOverOutcome.FENCE_MOVED,
+    not_claimed: TakeOverOutcome.NOT_CLAIMED,
+    already_held: TakeOverOutcome.ALREADY_HELD,
+  }[outcome];
 }
 
 /** A release attempt's outcome. */

@@ -1,7 +1,7 @@
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
-import { CubeAccess, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import { CubeAccess, DeliveryChannel, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import {
   type LinkNotice,
   type LinkResponse,
@@ -173,6 +173,7 @@ describe("notices over the machine Link: cube → presence → a stock grpc-js d
       cubeId,
       recipient: recipient.drone?.id as string,
       recipientLabel: recipient.drone?.label as string,
+      authorToken: author.sessionToken,
       /** Posts a DIRECT entry from the author to the recipient. */
       async direct(message: string) {
         const { entry } = await activity.appendEntry(
@@ -184,6 +185,8 @@ describe("notices over the machine Link: cube → presence → a stock grpc-js d
     };
   }
 
+  type Team = Awaited<ReturnType<typeof team>>;
+
   async function noticeRows(machineId: string) {
     return (
       await cubeSql.query<{ id: string; entry_id: string; confirmed_at: Date | null }>(
@@ -193,14 +196,10 @@ describe("notices over the machine Link: cube → presence → a stock grpc-js d
     ).rows;
   }
 
-  async function receipt(entryId: string, droneId: string) {
-    const [row] = (
-      await cubeSql.query<{ delivered_at: Date | null; delivered_via: string | null }>(
-        "SELECT delivered_at, delivered_via FROM receipts WHERE entry_id = $1 AND drone_id = $2",
-        [entryId, droneId],
-      )
-    ).rows;
-    return row;
+  /** The recipient's receipt of an entry, as its author lists it (ListReceipts). */
+  async function receipt(t: Team, entryId: string) {
+    const { receipts } = await activity.listReceipts({ cubeId: t.cubeId, entryId }, asBearer(t.authorToken));
+    return receipts.find((r) => r.droneId === t.recipient);
   }
 
   /** Confirmations cube answered `newly_confirmed`, summed over every replica that ever ran. */
@@ -249,8 +248,8 @@ describe("notices over the machine Link: cube → presence → a stock grpc-js d
       cubeId: t.cubeId,
       text: expect.stringMatching(/^\[DIRECT\] worker-\d+: please rebase onto main$/),
     });
-    await eventually(async () => (await receipt(entryId, t.recipient))?.delivered_at != null, "the receipt", 15_000);
-    expect((await receipt(entryId, t.recipient))?.delivered_via).toBe("machine_link");
+    await eventually(async () => (await receipt(t, entryId))?.deliveredAt !== undefined, "the receipt", 15_000);
+    expect((await receipt(t, entryId))?.deliveredVia).toBe(DeliveryChannel.MACHINE_LINK);
     expect((await noticeRows(t.machineId)).map((n) => n.confirmed_at !== null)).toEqual([true]);
     await d.stop();
   });
@@ -272,6 +271,8 @@ describe("notices over the machine Link: cube → presence → a stock grpc-js d
     await d.link();
     await eventually(() => d.received.length === 1, "the pending notice on A", 15_000);
     expect(d.received).toEqual([pending?.id]);
+    // Received but not confirmed: not delivered yet.
+    expect((await receipt(t, entryId))?.deliveredAt).toBeUndefined();
     next = `127.0.0.1:${survivor.port}`;
     await doomed.kill();
 
@@ -284,7 +285,7 @@ describe("notices over the machine Link: cube → presence → a stock grpc-js d
     await eventually(() => survivor.notices!.stats.repeatConfirmed >= 1, "the second confirm answered", 15_000);
     expect(d.handedOn.map((n) => n.id)).toEqual([pending?.id]);
     expect(newlyConfirmed() - base).toBe(1);
-    expect((await receipt(entryId, t.recipient))?.delivered_via).toBe("machine_link");
+    expect((await receipt(t, entryId))?.deliveredVia).toBe(DeliveryChannel.MACHINE_LINK);
 
     // A restarted replica and a relink: the confirmed notice is never sent again; the next one is.
     doomed = await startReplica();

@@ -2,14 +2,16 @@ import { NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../handlers/deps";
 import { ACTIVITY, ringAfterCommit } from "../live/channels";
-import { actorKey, WRITE } from "../rules/access";
+import { type AccessLevel, actorKey, WRITE } from "../rules/access";
 import { staleAtFor } from "../rules/lease";
 import { notificationText } from "../rules/preview";
 import { viewerOf, visibleTo } from "../rules/visibility";
 import { type CubeStanding, requireAccess } from "./access";
 import { labelOf, loadItems } from "./activity";
+import { renewHolderClaims } from "./leases";
 import { insertNotifications, type NewNotification } from "./notifications";
 import { inTransaction, type PrismaClient, type Tx } from "./prisma";
+import { markAcked } from "./receipts";
 import type { ActivityRow, Claim, ItemRow } from "./rows";
 
 /** What AckEntry did: whether this ack is new, and the entry as it is now. */
@@ -32,8 +34,16 @@ export interface ReleaseResult {
   readonly entry: ItemRow;
 }
 
-async function visibleEntry(deps: CubeDeps, principal: Principal, cubeId: string, entryId: string, what: string) {
-  const s = await requireAccess(deps.prisma, principal, cubeId, WRITE, what);
+/** The caller's standing (at `level`, default WRITE) and a visible entry of the cube, else NOT_FOUND. */
+export async function visibleEntry(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  entryId: string,
+  what: string,
+  level: AccessLevel = WRITE,
+) {
+  const s = await requireAccess(deps.prisma, principal, cubeId, level, what);
   const entry = await deps.prisma.activityItem.findFirst({ where: { id: entryId, cubeId, itemType: "entry" } });
   if (!entry || !visibleTo(viewerOf(s), entry)) throw new NotFoundError("entry not found");
   return { s, entry };
@@ -44,13 +54,13 @@ export async function currentClaim(db: PrismaClient | Tx, entryId: string): Prom
   return db.claim.findFirst({ where: { entryId, state: { not: "released" } } });
 }
 
-async function entryNow(tx: Tx, entry: ActivityRow): Promise<ItemRow> {
+export async function entryNow(tx: Tx, entry: ActivityRow): Promise<ItemRow> {
   const [item] = await loadItems(tx, [entry]);
   return item as ItemRow;
 }
 
 /** The claim audience: the direct recipients, or for a broadcast every participant drone; minus `except`. */
-async function claimAudience(tx: Tx, entry: ActivityRow, except: string | undefined): Promise<string[]> {
+export async function claimAudience(tx: Tx, entry: ActivityRow, except: string | undefined): Promise<string[]> {
   let ids: string[];
   if (entry.visibility === "direct") {
     // Evicted recipients are out of the audience.
@@ -72,7 +82,12 @@ async function claimAudience(tx: Tx, entry: ActivityRow, except: string | undefi
   return ids.filter((id) => id !== except);
 }
 
-function notes(audience: string[], kind: "claim" | "release", entry: ActivityRow, s: CubeStanding): NewNotification[] {
+export function notes(
+  audience: string[],
+  kind: "claim" | "release" | "takeover",
+  entry: ActivityRow,
+  s: CubeStanding,
+): NewNotification[] {
   const text = notificationText(kind, entry.message);
   return audience.map((recipientDroneId) => ({
     recipientDroneId,
@@ -84,12 +99,17 @@ function notes(audience: string[], kind: "claim" | "release", entry: ActivityRow
   }));
 }
 
-/** Acks an entry once per principal; a new ack by a drone notifies the author drone. */
+/**
+ * Acks an entry once per principal. A new ack by a drone marks its receipt acked, renews its held
+ * claims, and notifies the author drone — unless the ack is quiet, the entry expects no reply, or
+ * the same drone acked to the same author within the coalescing window.
+ */
 export async function ackEntry(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
   entryId: string,
+  quiet = false,
 ): Promise<AckResult> {
   const { s, entry } = await visibleEntry(deps, principal, cubeId, entryId, "acking");
   await deps.guard.admit(300);
@@ -100,7 +120,18 @@ export async function ackEntry(
       VALUES (${entryId}::uuid, ${actorKey(principal)}, ${s.drone?.id ?? null}::uuid, ${now})
       ON CONFLICT DO NOTHING RETURNING entry_id::text`;
     const newlyAcked = inserted.length > 0;
-    if (newlyAcked && s.drone && entry.authorDroneId && entry.authorDroneId !== s.drone.id) {
+    if (newlyAcked && s.drone) {
+      await renewHolderClaims(tx, s.drone.id, now, deps.config.claimLeaseSeconds);
+      await markAcked(tx, s.drone.id, entryId, now);
+    }
+    const notify =
+      newlyAcked &&
+      !quiet &&
+      entry.expectsReply &&
+      s.drone &&
+      entry.authorDroneId &&
+      entry.authorDroneId !== s.drone.id;
+    if (notify && s.drone && entry.authorDroneId) {
       await insertNotifications(
         tx,
         cubeId,
@@ -115,6 +146,7 @@ export async function ackEntry(
           },
         ],
         now,
+        deps.config.notifyCoalesceSeconds,
       );
     }
     return { newlyAcked, entry: await entryNow(tx, entry) };

@@ -1,4 +1,10 @@
+import { PermissionDeniedError } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
 import type { RawQuery } from "@unimatrix/service-kit/store";
+import type { CubeDeps } from "../handlers/deps";
+import { READ } from "../rules/access";
+import { visibleEntry } from "./reactions";
+import type { Receipt } from "./rows";
 
 /** How an entry reached a recipient (the `delivered_via` column). */
 export type DeliveryVia = "stream" | "machine_link";
@@ -85,4 +91,29 @@ export async function openReceipts(
          WITH ORDINALITY AS x(drone, nudge, ord)
     ON CONFLICT (entry_id, drone_id) DO NOTHING
     RETURNING entry_id`;
+}
+
+/**
+ * The receipts of an entry, in recipient order, with each drone's label. Requires READ and a
+ * visible entry; a drone caller must be the entry's author (else PERMISSION_DENIED).
+ */
+export async function listReceipts(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  entryId: string,
+): Promise<(Receipt & { label: string })[]> {
+  const { entry } = await visibleEntry(deps, principal, cubeId, entryId, "listing receipts", READ);
+  if (principal.kind === "drone-session" && entry.authorDroneId !== principal.droneId)
+    throw new PermissionDeniedError("only the entry's author drone lists its receipts");
+  const receipts = await deps.prisma.receipt.findMany({
+    where: { entryId },
+    orderBy: [{ ordinal: "asc" }, { droneId: "asc" }],
+  });
+  const drones = await deps.prisma.drone.findMany({
+    where: { id: { in: receipts.map((r) => r.droneId) } },
+    select: { id: true, label: true },
+  });
+  const labels = new Map(drones.map((d) => [d.id, d.label]));
+  return receipts.map((r) => ({ ...r, label: labels.get(r.droneId) ?? "" }));
 }

@@ -2,12 +2,22 @@ import { randomUUID } from "node:crypto";
 import { FailedPreconditionError, NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit";
 import { issueToken, type Principal, parseToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../handlers/deps";
-import { ACCESS, ringAfterCommit } from "../live/channels";
-import { isParticipant, MANAGE, READ } from "../rules/access";
+import { ACCESS, ACTIVITY, ringAfterCommit } from "../live/channels";
+import { authorPrincipalId, isParticipant, MANAGE, READ } from "../rules/access";
+import { isSeatChange, type SeatStateName, seatStateMessage } from "../rules/seat";
 import { requireAccess, standing } from "./access";
+import { blankEntry, insertEntry } from "./activity";
 import { renewHolderClaims } from "./leases";
 import { bytes, inTransaction, type PrismaClient, type Tx } from "./prisma";
-import type { Drone, DroneRow, DroneSession, Role } from "./rows";
+import {
+  type ActivityRow,
+  type Drone,
+  type DroneRow,
+  type DroneSession,
+  type ItemRow,
+  NO_REACTIONS,
+  type Role,
+} from "./rows";
 
 /** What AttachSeat asks for. */
 export interface AttachRequest {
@@ -275,4 +285,61 @@ export async function evictDrone(
   await ringAfterCommit(deps, [cubeId], ACCESS);
   const [view] = await droneViews(deps.prisma, [result.drone], now);
   return { drone: view as DroneRow, revoked: result.revoked };
+}
+
+/** What SetSeatState did: the drone after it, and the appended entry when it changed. */
+export interface SeatStateResult {
+  readonly drone: DroneRow;
+  readonly entry: ItemRow | null;
+}
+
+/**
+ * Sets the calling drone's seat state and note. Only drone sessions (FAILED_PRECONDITION
+ * otherwise), in their own cube, at any posture (it is the drone's own seat, so observers and
+ * roles that cannot broadcast may too). Under the drone's row lock: the same state and note again
+ * changes nothing; a change updates the drone and appends one BROADCAST entry carrying it (no reply
+ * expected), in one transaction.
+ */
+export async function setSeatState(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  state: SeatStateName,
+  note: string,
+): Promise<SeatStateResult> {
+  if (principal.kind !== "drone-session") throw new FailedPreconditionError("only drone sessions have a seat state");
+  const s = await requireAccess(deps.prisma, principal, cubeId, READ, "setting the seat state");
+  const droneId = principal.droneId;
+  const now = deps.clock.now();
+  const result = await inTransaction(deps.prisma, async (tx) => {
+    await tx.$queryRaw`SELECT id FROM drones WHERE id = ${droneId}::uuid FOR UPDATE`;
+    const current = await tx.drone.findUniqueOrThrow({ where: { id: droneId } });
+    if (!isSeatChange({ state: current.state, note: current.stateNote }, { state, note }))
+      return { drone: current, entry: null };
+    await deps.guard.admit(Buffer.byteLength(note) + 300);
+    const drone = await tx.drone.update({
+      where: { id: droneId },
+      data: { state, stateNote: note, stateChangedAt: now },
+    });
+    const row: ActivityRow = {
+      ...blankEntry(),
+      id: randomUUID(),
+      cubeId,
+      createdAt: now,
+      authorDroneId: droneId,
+      authorPrincipalId: authorPrincipalId(principal),
+      authorPrincipalKind: principal.kind,
+      authorLabel: s.drone?.label ?? current.label,
+      message: seatStateMessage(state, note),
+      visibility: "broadcast",
+      expectsReply: false,
+      seatState: state,
+      seatStateNote: note,
+    };
+    row.position = await insertEntry(tx, row, [], deps.config.claimLeaseSeconds);
+    return { drone, entry: { row, state: NO_REACTIONS } as ItemRow };
+  });
+  if (result.entry) await ringAfterCommit(deps, [cubeId], ACTIVITY);
+  const [view] = await droneViews(deps.prisma, [result.drone], now);
+  return { drone: view as DroneRow, entry: result.entry };
 }
