@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { status } from "@grpc/grpc-js";
 import { NoticeService, type WatchNoticesResponse } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
+import { ManualClock } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
 import { asBearer, asPrincipal, eventually, expectStatus, TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
@@ -290,6 +291,52 @@ describe("NoticeService", () => {
       await eventually(() => again.ids().length >= 1, "the notice on the surviving replica");
     } finally {
       client.close();
+    }
+  });
+});
+
+describe("notices of the liveness scan's notifications (test clock)", () => {
+  const clock = new ManualClock(Date.now());
+  let hc: Harness;
+  let client: TypedClient<typeof NoticeService>;
+
+  beforeAll(async () => {
+    hc = await startHarness("cube_notices_scan", { clock, cube: { heartbeatMs: 150 } });
+    client = createClient(NoticeService, `127.0.0.1:${hc.service.port}`);
+  });
+  afterAll(async () => {
+    client?.close();
+    await hc?.close();
+  });
+
+  it("UNREAD_NUDGE and CLAIM_STALE to a drone on a machine reach its watch as notices, each once", async () => {
+    const t = await newTenant(hc, `scan-${randomUUID().slice(0, 8)}`);
+    const agents = await newClient(hc, t.userToken, "agent");
+    const { cubeId, roleId } = await newCube(hc, t.userToken);
+    await grant(hc, t.userToken, agents.id, cubeId, CubeAccess.WRITE);
+    const author = await seat(hc, agents.token, cubeId, roleId);
+    const machineId = randomUUID();
+    const onMachine = await hc.cube.attachSeat({ cubeId, roleId, hostname: "box", machineId }, asBearer(agents.token));
+    const recipient = onMachine.drone?.id as string;
+    // The machine's drone claims a broadcast (the holder is told when its claim turns stale), and
+    // gets a DIRECT entry it never reads (the unread nudge).
+    const task = await post(hc, author.token, cubeId, "take this task");
+    await hc.activity.claimEntry({ cubeId, entryId: task.id }, asBearer(onMachine.sessionToken));
+    const direct = await post(hc, author.token, cubeId, "answer me", [recipient]);
+    const w = new Watch(client, { kind: "machine", tenantId: t.tenantId, subjectId: machineId });
+    try {
+      await eventually(() => w.ids().length >= 1, "the DIRECT notice");
+      // Past the claim lease and the nudge deadline: one round stales the claim and nudges.
+      clock.advance(3_600_000);
+      await hc.service.livenessRound();
+      await hc.service.livenessRound();
+      await eventually(() => w.ids().length >= 3, "the nudge and stale notices", 15_000);
+      await w.passes();
+      const texts = w.notices().map((n) => `${n.entryId}:${n.text.split(" ")[0]}`);
+      expect(texts.sort()).toEqual([`${direct.id}:[DIRECT]`, `${direct.id}:[UNREAD]`, `${task.id}:[STALE]`].sort());
+      expect(new Set(w.ids()).size).toBe(3);
+    } finally {
+      w.cancel();
     }
   });
 });
