@@ -66,6 +66,7 @@ export async function insertNotifications(
     actorRoleName: n.actorRoleName ?? null,
     expectsReply: false,
     question: false,
+    replyCount: 0,
   }));
   await tx.activityItem.createMany({ data: rows });
   // What a drone must not miss also goes to the machine its live session runs on (same transaction).
