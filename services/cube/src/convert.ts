@@ -13,6 +13,7 @@ import {
   type DronesSinceResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import type { AuthenticateResponseSchema } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
+import type { NoticeSchema } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
 import {
   type ActivityItemSchema,
   type ClaimSchema,
@@ -39,7 +40,9 @@ import { InvalidArgumentError } from "@unimatrix/service-kit";
 import { principalKindOf } from "@unimatrix/service-kit/auth";
 import { encodeCursor } from "./rules/cursor";
 import type { TakeOverDecision } from "./rules/lease";
+import { noticeText } from "./rules/preview";
 import type { SeatStateName } from "./rules/seat";
+import type { PendingNotice } from "./store/notices";
 import type { ClaimResult, ReleaseResult } from "./store/reactions";
 import type {
   ActivityRow,
@@ -362,4 +365,17 @@ export function dronesSinceToWire(result: {
   anchorTime: Date;
 }): MessageInitShape<typeof DronesSinceResponseSchema> {
   return { drones: result.drones.map(droneToWire), anchorTime: ts(result.anchorTime) };
+}
+
+/** A pending notice as WatchNotices sends it (text from the preview rules). */
+export function noticeToWire(notice: PendingNotice): MessageInitShape<typeof NoticeSchema> {
+  return {
+    id: notice.id,
+    cubeId: notice.cubeId,
+    droneId: notice.droneId,
+    droneLabel: notice.droneLabel,
+    entryId: notice.entryId ?? "",
+    text: noticeText(notice),
+    createdAt: ts(notice.createdAt),
+  };
 }

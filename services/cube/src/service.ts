@@ -2,6 +2,7 @@ import { join } from "node:path";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
+import { NoticeService } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
 import {
   defineService,
   observeFeed,
@@ -18,6 +19,7 @@ import { activityHandlers } from "./handlers/activity";
 import { cubeHandlers } from "./handlers/cube";
 import type { CubeDeps } from "./handlers/deps";
 import { identityHandlers } from "./handlers/identity";
+import { noticeHandlers } from "./handlers/notices";
 import { DeliveryRecorder } from "./live/deliveries";
 import { activityFeed } from "./live/feed";
 import { closeAuthCache, openAuthCache } from "./store/auth-cache";
@@ -69,6 +71,7 @@ export const cubeService = defineService<CubeConfig>({
         route(IdentityService, identityHandlers(deps, operatorToken)),
         route(CubeService, cubeHandlers(deps)),
         route(ActivityService, activityHandlers(deps, feed, streams, deliveries)),
+        route(NoticeService, noticeHandlers(deps)),
       ],
       authenticate: principalResolver({
         internalKey,

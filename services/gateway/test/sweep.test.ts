@@ -4,7 +4,7 @@ import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity
 import type { RunningService } from "@unimatrix/service-kit";
 import { principalFromMessage, signPrincipal } from "@unimatrix/service-kit/auth";
 import { createClient } from "@unimatrix/service-kit/grpc";
-import { publicMethods, TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
+import { internalMethods, publicMethods, TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
 import { type BadClass, badInputs, CLASSES } from "./sweep/inputs";
 import { type Answer, connectCall, grpcCall, servedByGateway } from "./sweep/transports";
 import { call, type System, seedTenant, startSystem } from "./system";
@@ -50,24 +50,31 @@ describe.each([
     let system: System;
     let acme: Awaited<ReturnType<typeof seedTenant>>;
     let machineToken: string;
+    /** A machine as presence signs it for NoticeService (the only kind cube lets call it). */
+    let signedMachine: string;
     /** The user as the gateway forwards it (device and presence take no user tokens directly). */
     let signedUser: string;
 
     beforeAll(async () => {
       system = await startSystem(`gw_sweep_${store}`, { rateLimitPerSecond: 0 }, store);
       acme = await seedTenant(system, "acme", 1);
-      machineToken = (
-        await call<{ token: string }>(
-          system,
-          "unimatrix.presence.v1.MachineService/RegisterMachine",
-          { name: "sweeper" },
-          acme.user,
-        )
-      ).token;
+      const machine = await call<{ token: string; machine: { id: string } }>(
+        system,
+        "unimatrix.presence.v1.MachineService/RegisterMachine",
+        { name: "sweeper" },
+        acme.user,
+      );
+      machineToken = machine.token;
       const identity = createClient(IdentityService, `127.0.0.1:${system.cube.port}`);
       const { principal } = await identity.authenticate({ token: acme.user });
       identity.close();
       signedUser = signPrincipal(principalFromMessage(principal)!, TEST_INTERNAL_KEY, Date.now(), 3_600_000);
+      signedMachine = signPrincipal(
+        { kind: "machine", tenantId: principal!.tenantId, subjectId: machine.machine.id },
+        TEST_INTERNAL_KEY,
+        Date.now(),
+        3_600_000,
+      );
     }, 120_000);
     afterAll(async () => {
       await system?.stop();
@@ -86,7 +93,7 @@ describe.each([
       const cells = new Set<string>();
       const perClass = Object.fromEntries(CLASSES.map((c) => [c, 0])) as Record<BadClass, number>;
       let sent = 0;
-      const methods = publicMethods();
+      const methods = [...publicMethods(), ...internalMethods()];
       for (const { context, method } of methods) {
         const token = method.parent.typeName === "unimatrix.presence.v1.LinkService" ? machineToken : acme.user;
         for (const input of badInputs(method, { cube_id: acme.cubeId, role_id: acme.roleId })) {
@@ -100,7 +107,9 @@ describe.each([
             const binary = input.binary;
             if (servedByGateway(method))
               attempts.push(["connect-proto", () => connectCall(system, method, "proto", binary, token)]);
-            const auth = token === machineToken ? { bearer: token } : { principal: signedUser };
+            const internal = method.parent.typeName === "unimatrix.cube.v1.NoticeService";
+            const auth =
+              token === machineToken ? { bearer: token } : { principal: internal ? signedMachine : signedUser };
             attempts.push(["grpc", () => grpcCall(clients[context]!, method, binary, auth)]);
           }
           for (const [transport, send] of attempts) {

@@ -1,6 +1,8 @@
-import { toJson } from "@bufbuild/protobuf";
-import { publicMethods, validRequest } from "@unimatrix/service-kit/testing";
-import { connectCall, servedByGateway } from "./sweep/transports";
+import { toBinary, toJson } from "@bufbuild/protobuf";
+import * as grpc from "@grpc/grpc-js";
+import { signPrincipal } from "@unimatrix/service-kit/auth";
+import { internalMethods, publicMethods, TEST_INTERNAL_KEY, validRequest } from "@unimatrix/service-kit/testing";
+import { connectCall, grpcCall, servedByGateway } from "./sweep/transports";
 import { call, type System, seedTenant, startSystem } from "./system";
 
 /** RPCs whose request is a credential, not ids (nothing of A's can be named in them). */
@@ -22,6 +24,7 @@ describe("the tenant sweep: every RPC as tenant B with tenant A's ids", () => {
   const ids: Record<string, string> = {};
   /** Everything of A's that must never reach B: ids, names, messages. */
   const secrets: string[] = [];
+  let bMachine: { machine: { id: string } };
 
   beforeAll(async () => {
     system = await startSystem("gw_tenants", { rateLimitPerSecond: 0 });
@@ -86,6 +89,40 @@ describe("the tenant sweep: every RPC as tenant B with tenant A's ids", () => {
       { rootSessionId: "acme-secret-root", runId: "acme-secret-run" },
       a.user,
     );
+    // A's seat on A's machine gets a DIRECT entry: a notice queued for A's machine (NoticeService).
+    const onMachine = await call<{ drone: { id: string } }>(
+      system,
+      "unimatrix.cube.v1.CubeService/AttachSeat",
+      { cubeId: a.cubeId, roleId: a.roleId, hostname: "acme-secret-host", machineId: machine.machine.id },
+      agent.token,
+    );
+    await call(
+      system,
+      "unimatrix.cube.v1.ActivityService/AppendEntry",
+      {
+        cubeId: a.cubeId,
+        message: "acme secret notice",
+        visibility: "VISIBILITY_DIRECT",
+        recipientDroneIds: [onMachine.drone.id],
+      },
+      seat.sessionToken,
+    );
+    const sql = await system.cube.database.openSession();
+    try {
+      const [notice] = await sql.query<{ id: string }>(
+        `SELECT id::text FROM "${system.cube.database.schema}".notices WHERE drone_id = $1`,
+        [onMachine.drone.id],
+      );
+      ids.notice_id = notice?.id as string;
+    } finally {
+      await sql.close();
+    }
+    bMachine = await call<{ machine: { id: string } }>(
+      system,
+      "unimatrix.presence.v1.MachineService/RegisterMachine",
+      { name: "globex-machine" },
+      b.user,
+    );
     Object.assign(ids, {
       cube_id: a.cubeId,
       role_id: a.roleId,
@@ -136,6 +173,30 @@ describe("the tenant sweep: every RPC as tenant B with tenant A's ids", () => {
         if (answer.code === "ok" && named && method.name.startsWith("Get")) failures.push(`${where}: read A's record`);
       }
     }
+    // Internal services (gRPC only): NoticeService as B's machine, and as a machine of B's tenant
+    // carrying A's machine id. ConfirmNotice of A's notice is NOT_FOUND; B's notice stream carries
+    // nothing of A's (its first message, a heartbeat, or the call's deadline with nothing sent).
+    const cube = new grpc.Client(`127.0.0.1:${system.cube.port}`, grpc.credentials.createInsecure());
+    const machines = [bMachine.machine.id, ids.machine_id as string].map((subjectId) =>
+      signPrincipal({ kind: "machine", tenantId: b.tenantId, subjectId }, TEST_INTERNAL_KEY, Date.now(), 600_000),
+    );
+    const internal = internalMethods();
+    for (const { method } of internal) {
+      const body = toBinary(method.input, validRequest(method.input, ids));
+      for (const principal of machines) {
+        const answer = await grpcCall(cube, method, body, { principal });
+        sent++;
+        codes[answer.code] = (codes[answer.code] ?? 0) + 1;
+        const where = `${method.parent.name}.${method.name} as B's machine`;
+        const expected = method.methodKind === "server_streaming" ? ["deadline_exceeded", "ok"] : ["not_found"];
+        if (!expected.includes(answer.code)) failures.push(`${where}: ${answer.code} ${answer.message}`);
+        const leaked = secrets.filter((x) => answer.text.includes(x));
+        if (leaked.length > 0) failures.push(`${where}: answer contains A's ${leaked.join(", ")}`);
+      }
+    }
+    cube.close();
+    expect(internal.length).toBeGreaterThanOrEqual(2);
+
     // A's data is intact and still A's.
     const read = await call<{ items: { entry?: { message: string } }[] }>(
       system,

@@ -78,7 +78,7 @@ export const presenceEnv = registerEnv({
   ),
   cubeAddress: envVar(
     "PRESENCE_CUBE_ADDRESS",
-    "gRPC target of the cube service (host:port, dns:///cube-headless:7001 for round-robin over its pods, ipv4:a:port,b:port), whose Authenticate resolves user and client bearer tokens within the caller's deadline. Unset: only machine tokens, the operator token and signed principals are accepted.",
+    "gRPC target of the cube service (host:port, dns:///cube-headless:7001 for round-robin over its pods, ipv4:a:port,b:port), whose Authenticate resolves user and client bearer tokens within the caller's deadline, and whose NoticeService the links that accept notices relay. Unset: only machine tokens, the operator token and signed principals are accepted, and links carry no notices.",
     optionalTarget,
   ),
 });

@@ -1,6 +1,7 @@
 import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { PrincipalKind, type PrincipalSchema } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
+import type { Notice } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
 import type { LinkCloseReason, LinkResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import {
   WatchMachinesResponseSchema as ResponseSchema,
@@ -133,6 +134,23 @@ export function linkHeartbeat(at: Date): LinkResponse {
 /** The link's "going away": this replica is stopping; reconnect (to another replica) at once. */
 export function goingAwayResponse(): LinkResponse {
   return { event: { case: "goingAway", value: {} } };
+}
+
+/** A notice for a session on the machine, as the Link carries it (the cube notice's id, unchanged). */
+export function noticeResponse(notice: Notice): LinkResponse {
+  return {
+    event: {
+      case: "notice",
+      value: {
+        id: notice.id,
+        cubeId: notice.cubeId,
+        droneId: notice.droneId,
+        droneLabel: notice.droneLabel,
+        entryId: notice.entryId,
+        text: notice.text,
+      },
+    },
+  };
 }
 
 /** `closed(reason)`: the server ends the link. */

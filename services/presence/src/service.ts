@@ -21,6 +21,7 @@ import { linkHandlers } from "./handlers/link";
 import { machineHandlers } from "./handlers/machines";
 import { watchFeed } from "./live/feed";
 import { LinkRegistry } from "./live/links";
+import { NoticeRelays } from "./live/notice-relay";
 import { type ReconcileReport, Reconciler } from "./live/reconciler";
 import { watchStreamLimiter } from "./live/watch";
 import { LogStore } from "./store/log";
@@ -67,6 +68,8 @@ export interface PresenceExtra {
   readonly replicaId: string;
   readonly registry: LinkRegistry;
   readonly reconciler: Reconciler;
+  /** The notice relays (absent without a cube address). */
+  readonly notices: NoticeRelays | undefined;
 }
 
 /**
@@ -140,21 +143,31 @@ export const presenceService = defineService<PresenceConfig>({
         now: () => clock.now(),
       },
     });
+    // Notices over the Link: relayed from cube's NoticeService as the machine (signed with the
+    // internal key). Without a cube address there are none.
+    const notices = settings.cubeAddress ? new NoticeRelays(settings.cubeAddress, deps.internalKey, logger) : undefined;
+    deps.metrics.gauge(
+      "unimatrix_presence_notice_relays",
+      "Links on this replica relaying cube notices now.",
+      () => notices?.size ?? 0,
+    );
     const linkService = linkHandlers({
       registry,
       clock,
       heartbeatMs: settings.linkHeartbeatMs,
       helloTimeoutMs: settings.linkHelloTimeoutMs,
+      notices,
     });
     try {
       await reconciler.run();
     } catch (error) {
       await closeCounter(counter);
+      await notices?.close();
       cube?.close();
       await prisma.$disconnect();
       throw error;
     }
-    const extra: PresenceExtra = { replicaId, registry, reconciler };
+    const extra: PresenceExtra = { replicaId, registry, reconciler, notices };
     return {
       routes: [route(MachineService, machineService), route(LinkService, linkService)],
       authenticate,
@@ -170,6 +183,7 @@ export const presenceService = defineService<PresenceConfig>({
       async close() {
         await feed.close();
         await closeCounter(counter);
+        await notices?.close();
         cube?.close();
         await prisma.$disconnect();
       },
@@ -190,6 +204,8 @@ export type PresenceServiceOptions = Omit<StartServiceOptions<PresenceConfig>, "
 /** A running presence replica. */
 export interface PresenceService extends StartedService<PresenceConfig> {
   readonly replicaId: string;
+  /** This replica's notice relays (absent without a cube address): counts for tests. */
+  readonly notices: NoticeRelays | undefined;
   /** Runs one reconcile pass now (also runs at start and every PRESENCE_RECONCILE_MS). */
   reconcile(): Promise<ReconcileReport>;
   /** Renews this replica's link leases now (also runs every third of the lease). */
@@ -218,6 +234,7 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
   const live = running.extra as unknown as PresenceExtra;
   return Object.assign(running, {
     replicaId: live.replicaId,
+    notices: live.notices,
     reconcile: () => live.reconciler.run(),
     renewLeases: () => live.registry.renewLeases(),
     async kill() {

@@ -2,6 +2,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
+import { NoticeService } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
 import { AuditService } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
 import { DeviceService } from "@unimatrix/contracts/unimatrix/device/v1/device_service_pb";
 import { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
@@ -19,6 +20,21 @@ export const PUBLIC_SERVICES: Readonly<Record<"cube" | "device" | "presence", re
 /** Every public RPC as `[context, service, method]`. */
 export function publicMethods() {
   return Object.entries(PUBLIC_SERVICES).flatMap(([context, services]) =>
+    services.flatMap((service) => service.methods.map((method) => ({ context, service, method }))),
+  );
+}
+
+/**
+ * Services only other services call (not forwarded by the gateway): cube's NoticeService, which
+ * presence calls as the machine of a Link. The sweeps cover them over gRPC.
+ */
+export const INTERNAL_SERVICES: Readonly<Record<"cube", readonly DescService[]>> = {
+  cube: [NoticeService],
+};
+
+/** Every internal RPC as `[context, service, method]`. */
+export function internalMethods() {
+  return Object.entries(INTERNAL_SERVICES).flatMap(([context, services]) =>
     services.flatMap((service) => service.methods.map((method) => ({ context, service, method }))),
   );
 }

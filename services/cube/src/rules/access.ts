@@ -62,3 +62,16 @@ export interface PostureFacts {
 export function isParticipant(facts: PostureFacts): boolean {
   return !facts.evicted && !facts.clientRevoked && facts.access >= WRITE;
 }
+
+/** A MACHINE caller (presence signs the machine's principal for the Link it serves). */
+export interface MachineCaller {
+  readonly tenantId: string;
+  readonly machineId: string;
+}
+
+/** The machine behind a MACHINE principal; PERMISSION_DENIED for every other kind (NoticeService). */
+export function machineOf(principal: Principal): MachineCaller {
+  if (principal.kind !== "machine")
+    throw new PermissionDeniedError("only machine principals watch and confirm notices");
+  return { tenantId: principal.tenantId, machineId: principal.subjectId };
+}

@@ -30,3 +30,19 @@ export function notificationText(kind: ReactionKind, message: string): string {
 
 /** The text of a liveness ping. */
 export const PING_TEXT = "[PING] are you still there? post to the log to stay live";
+
+/** What a notice's text is made of: its activity item. */
+export interface NoticeItem {
+  readonly itemType: string;
+  readonly authorLabel: string | null;
+  readonly message: string;
+}
+
+/**
+ * The one-line text of a notice for the agent's harness: `[DIRECT] <author>: <preview>` for a
+ * DIRECT entry; a notification's own text (`[REPLY] …`, `[STALE] …`) folded and cut the same way.
+ */
+export function noticeText(item: NoticeItem): string {
+  if (item.itemType === "entry") return `[DIRECT] ${item.authorLabel ?? ""}: ${preview(item.message)}`;
+  return preview(item.message);
+}

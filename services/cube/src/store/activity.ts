@@ -11,6 +11,7 @@ import { staleAtFor } from "../rules/lease";
 import { taxonomyKinds } from "../rules/taxonomy";
 import { type Viewer, viewerOf, visibleTo } from "../rules/visibility";
 import { type CubeStanding, requireAccess, requireCachedAccess } from "./access";
+import { noticesQueuedFor, ringNotices } from "./notices";
 import { inTransaction, type PrismaClient, type Tx } from "./prisma";
 import { type ActivityRow, type EntryState, type ItemRow, NO_REACTIONS } from "./rows";
 import { afterReply, replyTarget } from "./threads";
@@ -102,6 +103,8 @@ export async function appendEntry(
     });
   }
   await ringAfterCommit(deps, [cubeId], ACTIVITY);
+  // Notices this entry queued (DIRECT) or its reply notifications queued (REPLY): ring their machines.
+  if (receipts.length > 0 || parent) await ringNotices(deps, await noticesQueuedFor(deps.fast, row.id));
   return { row, state: NO_REACTIONS };
 }
 
@@ -139,7 +142,8 @@ export function blankEntry(): ActivityRow {
 /**
  * Inserts an entry in ONE statement: touch the author drone and renew its held claims (its
  * activity), take the next position under the cube row lock, insert the entry, and open the
- * receipts of `receiptDroneIds` (DIRECT recipients; the nudge applies when a reply is expected).
+ * receipts of `receiptDroneIds` (DIRECT recipients; the nudge applies when a reply is expected)
+ * and their notices (a recipient whose live session runs on a machine, see store/notices.ts).
  * The drone and claim locks are taken before the cube lock (every path takes claims before the
  * cube), so commit order is position order. Returns the position.
  */
@@ -180,6 +184,17 @@ export async function insertEntry(
       INSERT INTO receipts (entry_id, drone_id, cube_id, ordinal, created_at, nudge)
       SELECT ins.id, x.drone, ${row.cubeId}::uuid, x.ord::int, ${now}, ${nudge}
       FROM ins, unnest(${[...receiptDroneIds]}::uuid[]) WITH ORDINALITY AS x(drone, ord)
+      RETURNING 1
+    ), queued AS (
+      -- A notice per DIRECT recipient whose newest live session runs on a machine (store/notices.ts).
+      INSERT INTO notices (id, tenant_id, machine_id, cube_id, drone_id, item_id, entry_id, created_at)
+      SELECT gen_random_uuid(), s.tenant_id, s.machine_id, ${row.cubeId}::uuid, s.drone_id, ins.id, ins.id, ${now}
+      FROM ins CROSS JOIN LATERAL (
+        SELECT DISTINCT ON (ds.drone_id) ds.drone_id, ds.tenant_id, ds.machine_id FROM drone_sessions ds
+        WHERE ${row.visibility}::text = 'direct' AND ds.drone_id = ANY(${[...receiptDroneIds]}::uuid[])
+          AND ds.revoked_at IS NULL AND ds.expires_at > ${now} AND ds.machine_id IS NOT NULL
+        ORDER BY ds.drone_id, ds.created_at DESC) s
+      ON CONFLICT (item_id, drone_id) DO NOTHING
       RETURNING 1
     )
     SELECT position, (SELECT count(*) FROM rec) AS receipts FROM ins`;

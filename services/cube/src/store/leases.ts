@@ -6,6 +6,7 @@ import { actorKey, READ } from "../rules/access";
 import { fenceHolds, type LeaseState, staleAtFor, type TakeOverDecision, takeOverDecision } from "../rules/lease";
 import { notificationText } from "../rules/preview";
 import { labelOf } from "./activity";
+import { type QueuedFor, ringNotices } from "./notices";
 import { insertNotifications } from "./notifications";
 import { inTransaction } from "./prisma";
 import { claimAudience, currentClaim, notes, visibleEntry } from "./reactions";
@@ -67,6 +68,7 @@ export async function takeOverClaim(
   const now = deps.clock.now();
   const key = actorKey(principal);
   const label = await labelOf(deps.prisma, principal, s);
+  const machines: QueuedFor[] = [];
   const result = await inTransaction(deps.prisma, async (tx) => {
     const [locked] = await tx.$queryRaw<{ fence: bigint | string; state: string; holder_principal_id: string }[]>`
       SELECT fence, state, holder_principal_id FROM claims WHERE entry_id = ${entryId}::uuid FOR UPDATE`;
@@ -89,11 +91,13 @@ export async function takeOverClaim(
       const audience = await claimAudience(tx, entry, s.drone?.id);
       const former = before?.holderDroneId;
       if (former && former !== s.drone?.id && !audience.includes(former)) audience.unshift(former);
-      await insertNotifications(tx, cubeId, notes(audience, "takeover", entry, s), now);
+      const written = await insertNotifications(tx, cubeId, notes(audience, "takeover", entry, s), now);
+      machines.push(...written.noticesFor);
     }
     return { outcome, claim: await currentClaim(tx, entryId) };
   });
   if (result.outcome === "take_over") await ringAfterCommit(deps, [cubeId], ACTIVITY);
+  await ringNotices(deps, machines);
   return result;
 }
 
@@ -138,6 +142,7 @@ export const CLAIM_SCAN_LIMIT = 25;
  */
 export async function scanClaims(deps: CubeDeps): Promise<string[]> {
   const now = deps.clock.now();
+  const machines: QueuedFor[] = [];
   const staled = await inTransaction(deps.prisma, async (tx) => {
     const rows = await tx.$queryRaw<{ entry_id: string; cube_id: string; holder_drone_id: string | null }[]>`
       WITH due AS (
@@ -159,12 +164,13 @@ export async function scanClaims(deps: CubeDeps): Promise<string[]> {
       const audience = await claimAudience(tx, entry, row.holder_drone_id ?? undefined);
       if (row.holder_drone_id) audience.unshift(row.holder_drone_id);
       const text = notificationText("claim_stale", entry.message);
-      await insertNotifications(
+      const written = await insertNotifications(
         tx,
         row.cube_id,
         audience.map((recipientDroneId) => ({ recipientDroneId, kind: "claim_stale", text, entryId: entry.id })),
         now,
       );
+      machines.push(...written.noticesFor);
     }
     return rows;
   });
@@ -173,5 +179,6 @@ export async function scanClaims(deps: CubeDeps): Promise<string[]> {
     staled.map((r) => r.cube_id),
     ACTIVITY,
   );
+  await ringNotices(deps, machines);
   return staled.map((r) => r.entry_id);
 }

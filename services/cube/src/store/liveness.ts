@@ -2,6 +2,7 @@ import type { CubeDeps } from "../handlers/deps";
 import { ACTIVITY, ringAfterCommit } from "../live/channels";
 import { notificationText, PING_TEXT } from "../rules/preview";
 import { scanClaims } from "./leases";
+import { type QueuedFor, ringNotices } from "./notices";
 import { insertNotifications } from "./notifications";
 import { inTransaction } from "./prisma";
 
@@ -77,6 +78,7 @@ export async function scanLiveness(deps: CubeDeps): Promise<string[]> {
 export async function scanNudges(deps: CubeDeps): Promise<{ entryId: string; droneId: string }[]> {
   const now = deps.clock.now();
   const postedBefore = new Date(now.getTime() - deps.config.unreadNudgeSeconds * 1000);
+  const machines: QueuedFor[] = [];
   const nudged = await inTransaction(deps.prisma, async (tx) => {
     const rows = await tx.$queryRaw<
       { entry_id: string; drone_id: string; cube_id: string; message: string; author_drone_id: string | null }[]
@@ -98,7 +100,7 @@ export async function scanNudges(deps: CubeDeps): Promise<{ entryId: string; dro
     const byCube = new Map<string, typeof rows>();
     for (const row of rows) byCube.set(row.cube_id, [...(byCube.get(row.cube_id) ?? []), row]);
     for (const [cubeId, items] of byCube) {
-      await insertNotifications(
+      const written = await insertNotifications(
         tx,
         cubeId,
         items.map((row) => ({
@@ -110,10 +112,12 @@ export async function scanNudges(deps: CubeDeps): Promise<{ entryId: string; dro
         })),
         now,
       );
+      machines.push(...written.noticesFor);
     }
     return rows;
   });
   await ringAfterCommit(deps, [...new Set(nudged.map((r) => r.cube_id))], ACTIVITY);
+  await ringNotices(deps, machines);
   return nudged.map((r) => ({ entryId: r.entry_id, droneId: r.drone_id }));
 }
 

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { coalesces } from "../rules/coalesce";
+import { NOTICE_KINDS, type QueuedFor, queueNotices } from "./notices";
 import type { Tx } from "./prisma";
 
 /** Takes `count` positions of a cube's order; locks the cube row until commit (commit order = position order). */
@@ -37,7 +38,9 @@ export interface NewNotification {
  * window, an ACK or REPLY from an actor drone to a recipient that got one of the same kind from
  * that actor within the window is dropped; the decision is one conditional upsert of the
  * `notification_marks` rows, so concurrent writers (any replica) agree: the mark's row lock lets
- * one through and the others see its fresh `last_at`. Returns the notifications written.
+ * one through and the others see its fresh `last_at`. Returns the notifications written. Those
+ * of the NOTICE_KINDS also queue a notice for their recipient when its live session runs on a
+ * machine (`queueNotices`, same transaction); `noticesFor` names those machines.
  */
 export async function insertNotifications(
   tx: Tx,
@@ -45,30 +48,40 @@ export async function insertNotifications(
   items: NewNotification[],
   now: Date,
   coalesceSeconds = 0,
-): Promise<NewNotification[]> {
+): Promise<WrittenNotifications> {
   const written = await coalesce(tx, items, now, coalesceSeconds);
-  if (written.length === 0) return written;
+  if (written.length === 0) return Object.assign(written, { noticesFor: [] });
   const first = await takePositions(tx, cubeId, written.length);
-  await tx.activityItem.createMany({
-    data: written.map((n, i) => ({
-      id: randomUUID(),
-      cubeId,
-      position: first + BigInt(i),
-      itemType: "notification",
-      createdAt: now,
-      message: n.text,
-      recipientDroneIds: [n.recipientDroneId],
-      notificationKind: n.kind,
-      entryId: n.entryId ?? null,
-      actorDroneId: n.actorDroneId ?? null,
-      actorRoleName: n.actorRoleName ?? null,
-      expectsReply: false,
-      question: false,
-      replyCount: 0,
-    })),
-  });
-  return written;
+  const rows = written.map((n, i) => ({
+    id: randomUUID(),
+    cubeId,
+    position: first + BigInt(i),
+    itemType: "notification",
+    createdAt: now,
+    message: n.text,
+    recipientDroneIds: [n.recipientDroneId],
+    notificationKind: n.kind,
+    entryId: n.entryId ?? null,
+    actorDroneId: n.actorDroneId ?? null,
+    actorRoleName: n.actorRoleName ?? null,
+    expectsReply: false,
+    question: false,
+    replyCount: 0,
+  }));
+  await tx.activityItem.createMany({ data: rows });
+  // What a drone must not miss also goes to the machine its live session runs on (same transaction).
+  const subjects = rows
+    .filter((r) => NOTICE_KINDS.has(r.notificationKind))
+    .map((r) => ({ cubeId, itemId: r.id, entryId: r.entryId, droneIds: r.recipientDroneIds }));
+  return Object.assign(written, { noticesFor: await queueNotices(tx, subjects, now) });
 }
+
+/**
+ * The notifications `insertNotifications` wrote, and the machines it queued notices for: ring
+ * them after the commit with `ringNotices(deps, written.noticesFor)` (a missed ring is healed by
+ * the notice watch's poll within seconds).
+ */
+export type WrittenNotifications = NewNotification[] & { readonly noticesFor: readonly QueuedFor[] };
 
 const markKey = (n: NewNotification) => `${n.recipientDroneId}/${n.actorDroneId}/${n.kind}`;
 

@@ -1,6 +1,7 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { PRINCIPAL_HEADER } from "@unimatrix/service-kit/auth";
+import { PUBLIC_SERVICES } from "../../src/upstreams";
 import type { System } from "../system";
 
 /** What one request got back: a gRPC status name (lower snake, Connect's spelling) and message. */
@@ -27,9 +28,14 @@ function envelope(flags: number, payload: Uint8Array): Uint8Array {
   return frame;
 }
 
-/** Whether the gateway serves the method over Connect (bidi streams and Authenticate are gRPC only). */
+/** The services the gateway forwards (internal ones, such as NoticeService, are gRPC only). */
+const FORWARDED = new Set(PUBLIC_SERVICES.map((s) => s.service.typeName));
+
+/** Whether the gateway serves the method over Connect (bidi streams, Authenticate and internal services are gRPC only). */
 export function servedByGateway(method: DescMethod): boolean {
-  return method.methodKind !== "bidi_streaming" && method.name !== "Authenticate";
+  return (
+    FORWARDED.has(method.parent.typeName) && method.methodKind !== "bidi_streaming" && method.name !== "Authenticate"
+  );
 }
 
 /** A Connect call through the gateway with a raw body: JSON or binary, unary or server-streaming. */

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { Notice } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
 import { LinkCloseReason, type LinkRequest } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { type Clock, InvalidArgumentError } from "@unimatrix/service-kit";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
@@ -8,11 +9,13 @@ import {
   type LinkResponse,
   linkedResponse,
   linkHeartbeat,
+  noticeResponse,
 } from "../convert";
 import type { TenantPrincipal } from "../rules/access";
 import { heartbeatMissed, heartbeatSeconds, validateHello, validateLater } from "../rules/link";
 import type { LinkHandle, LinkRegistry } from "./links";
 import { Mailbox } from "./mailbox";
+import type { NoticeRelay, NoticeRelays } from "./notice-relay";
 
 /** What the Link handler needs. */
 export interface LinkDeps {
@@ -20,6 +23,8 @@ export interface LinkDeps {
   readonly clock: Clock;
   readonly heartbeatMs: number;
   readonly helloTimeoutMs: number;
+  /** Relays cube's notices on links whose hello accepts them; absent without a cube address (no notices). */
+  readonly notices?: NoticeRelays | undefined;
 }
 
 type Item =
@@ -28,6 +33,7 @@ type Item =
   | { readonly k: "tick" }
   | { readonly k: "hello-timeout" }
   | { readonly k: "abort" }
+  | { readonly k: "notice"; readonly notice: Notice }
   | { readonly k: "close"; readonly reason: LinkCloseReason };
 
 /**
@@ -57,6 +63,7 @@ export async function* linkStream(
   const helloTimer = setTimeout(() => mailbox.push({ k: "hello-timeout" }), deps.helloTimeoutMs);
   let ticker: NodeJS.Timeout | undefined;
   let handle: LinkHandle | undefined;
+  let relay: NoticeRelay | undefined;
   try {
     const first = await mailbox.take();
     clearTimeout(helloTimer);
@@ -74,6 +81,12 @@ export async function* linkStream(
     await deps.registry.open(candidate);
     handle = candidate;
     yield linkedResponse(handle.machineId, handle.linkId, intervalSeconds);
+    // Notices only for a daemon that said it takes them, and only with a cube to take them from.
+    if (first.m.event.case === "hello" && first.m.event.value.acceptsNotices && deps.notices) {
+      relay = deps.notices.open({ tenantId: principal.tenantId, machineId: principal.subjectId }, (notice) =>
+        mailbox.push({ k: "notice", notice }),
+      );
+    }
     let lastHeard = performance.now();
     ticker = setInterval(() => mailbox.push({ k: "tick" }), deps.heartbeatMs);
     for (;;) {
@@ -82,6 +95,10 @@ export async function* linkStream(
         case "msg":
           lastHeard = performance.now();
           validateLater(item.m);
+          if (item.m.event.case === "confirm") void relay?.confirm(item.m.event.value.noticeId);
+          break;
+        case "notice":
+          yield noticeResponse(item.notice);
           break;
         case "tick":
           if (heartbeatMissed(lastHeard, performance.now(), deps.heartbeatMs)) {
@@ -110,6 +127,7 @@ export async function* linkStream(
     clearTimeout(helloTimer);
     clearInterval(ticker);
     ctx.signal.removeEventListener("abort", onAbort);
+    await relay?.stop();
     if (handle) await deps.registry.closed(handle);
   }
 }

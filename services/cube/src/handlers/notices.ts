@@ -1,0 +1,24 @@
+import type { NoticeService } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
+import { requireUuid } from "@unimatrix/service-kit";
+import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { watchNotices } from "../live/notices";
+import { machineOf } from "../rules/access";
+import { confirmNotice } from "../store/notices";
+import type { CubeDeps } from "./deps";
+
+/** NoticeService: a machine's notices (MACHINE principals only; presence relays them over the Link). */
+export function noticeHandlers(deps: CubeDeps): ServiceImpl<typeof NoticeService> {
+  return {
+    async *watchNotices(_request, ctx) {
+      const caller = machineOf(await ctx.principal());
+      yield* watchNotices(deps, caller, ctx);
+    },
+
+    async confirmNotice(request, ctx) {
+      const caller = machineOf(await ctx.principal());
+      const noticeId = requireUuid("notice_id", request.noticeId);
+      const newlyConfirmed = await confirmNotice(deps, caller.tenantId, caller.machineId, noticeId);
+      return { newlyConfirmed };
+    },
+  };
+}
