@@ -1,7 +1,7 @@
 import { status } from "@grpc/grpc-js";
 import type { CallToolResult, LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
-import type { ActivityItem } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { AttachSeatOutcome, type AttachSeatResponse } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
+import type { ActivityItem } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import {
   DomainError,
   FailedPreconditionError,

@@ -60,7 +60,12 @@ const entryRef = z
 
 const items = z.array(z.object({ n: z.number(), id: z.string().optional(), notice: z.string().optional() }));
 
-const READ: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+const READ: ToolAnnotations = {
+  readOnlyHint: true,
+  destructiveHint: false,
+  idempotentHint: true,
+  openWorldHint: false,
+};
 const WRITE: ToolAnnotations = {
   readOnlyHint: false,
   destructiveHint: false,
@@ -263,9 +268,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
       if (reply.outcome === AttachSeatOutcome.SESSION_REJECTED) {
         return {
           isError: true,
-          content: [
-            { type: "text", text: "SESSION_REJECTED: session_token is no longer valid; attach without it" },
-          ],
+          content: [{ type: "text", text: "SESSION_REJECTED: session_token is no longer valid; attach without it" }],
         };
       }
       const outcome = reply.outcome === AttachSeatOutcome.REUSED ? "reused" : "created";
@@ -325,8 +328,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "log_read",
     {
       title: "Read the log",
-      description:
-        "What reached you since you last read (≤300 items, summary first); with cursor: history after it.",
+      description: "What reached you since you last read (≤300 items, summary first); with cursor: history after it.",
       annotations: { ...WRITE, idempotentHint: false },
       input: {
         unread: z.boolean().optional().describe("Default: no cursor given"),
@@ -425,7 +427,8 @@ export function registerTools(server: McpServer, session: McpSession): void {
       const holder = reply.claim?.holderDroneId ?? "";
       const by = reply.claim?.holderLabel || holder;
       const fence = reply.claim?.fence ? `, fence ${reply.claim.fence}` : "";
-      const text = reply.outcome === ClaimOutcome.ALREADY_CLAIMED ? `already_claimed by ${by}${fence}` : `${outcome}${fence}`;
+      const text =
+        reply.outcome === ClaimOutcome.ALREADY_CLAIMED ? `already_claimed by ${by}${fence}` : `${outcome}${fence}`;
       return ok(text, { outcome, ...(holder ? { holder_drone_id: holder } : {}) });
     },
   );
@@ -448,8 +451,9 @@ export function registerTools(server: McpServer, session: McpSession): void {
       let drones: Drone[];
       if (input.since !== undefined) {
         const anchor = await sinceAnchor(session, input.since, input.cube_id, signal);
-        drones = (await session.upstreams.cube.dronesSince({ cubeId, anchor }, await session.asFor(input.cube_id, signal)))
-          .drones;
+        drones = (
+          await session.upstreams.cube.dronesSince({ cubeId, anchor }, await session.asFor(input.cube_id, signal))
+        ).drones;
       } else {
         drones = await listDrones(session, input.cube_id, signal);
       }
@@ -461,7 +465,9 @@ export function registerTools(server: McpServer, session: McpSession): void {
           d.live ? `seen ${shortTime(d.lastSeenAt)}` : "gone",
           ...(d.lastLogPostAt ? [`posted ${shortTime(d.lastLogPostAt)}`] : []),
           ...(input.since !== undefined ? [d.seenSince ? "posted since" : "silent since"] : []),
-          ...(d.state ? [`${stateName(d.state)} since ${shortTime(d.stateChangedAt)}${d.stateNote ? ` (${d.stateNote})` : ""}`] : []),
+          ...(d.state
+            ? [`${stateName(d.state)} since ${shortTime(d.stateChangedAt)}${d.stateNote ? ` (${d.stateNote})` : ""}`]
+            : []),
         ];
         return `${d.label}${d.id === me ? " (you)" : ""}: ${parts.join(", ")}`;
       });
