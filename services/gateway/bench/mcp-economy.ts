@@ -36,6 +36,8 @@ export interface EconomyReport {
   readonly toolsList: number;
   readonly tools: number;
   readonly compact: boolean;
+  /** The text of the catch-up read (to check the same information is there). */
+  readonly catchUp: string;
 }
 
 interface ToolResult {
@@ -52,7 +54,7 @@ const line = (i: number) =>
   `status ${String(i).padStart(2, "0")}: invoice batch ${i} migrated, 0 errors; next batch queued`;
 
 /** Runs the session against the gateway at `url`. */
-export async function mcpEconomy(url: string): Promise<EconomyReport> {
+export async function mcpEconomy(url: string, operatorToken = OPERATOR): Promise<EconomyReport> {
   const call = async <T>(path: string, body: unknown, token: string): Promise<T> => {
     const response = await fetch(`${url}/${path}`, {
       method: "POST",
@@ -65,7 +67,7 @@ export async function mcpEconomy(url: string): Promise<EconomyReport> {
   const tenant = await call<{ adminUserToken: string }>(
     "unimatrix.cube.v1.IdentityService/CreateTenant",
     { name: uniqueName("economy"), adminDisplayName: "economy" },
-    OPERATOR,
+    operatorToken,
   );
   const user = tenant.adminUserToken;
   const { cube } = await call<{ cube: { id: string } }>(
@@ -132,6 +134,7 @@ export async function mcpEconomy(url: string): Promise<EconomyReport> {
   const { tools } = await mcp.listTools();
   const toolsList = JSON.stringify(tools).length;
   const compact = tools.some((t) => t.name === "log_wait");
+  const text = (result: ToolResult) => result.content[0]?.text ?? "";
   const tool = async (name: string, args: Record<string, unknown> = {}) => {
     const result = (await mcp.callTool({ name, arguments: args })) as ToolResult;
     if (result.isError) throw new Error(`${name}: ${result.content[0]?.text}`);
@@ -140,14 +143,24 @@ export async function mcpEconomy(url: string): Promise<EconomyReport> {
     current!.structured += result.structuredContent ? JSON.stringify(result.structuredContent).length : 0;
     return result;
   };
-  const text = (result: ToolResult) => result.content[0]?.text ?? "";
   /** Lets pushes of the step arrive before the next step counts its own. */
   const settle = () => new Promise((resolve) => setTimeout(resolve, 300));
 
   step("attach");
   const seat = await tool("seat_attach", compact ? { cube_id: cube.id } : { cube_id: cube.id, role_id: role.id });
-  const droneId = seat.structuredContent!.drone_id as string;
-  const sessionToken = seat.structuredContent!.session_token as string;
+  // The compact surface is used from its text alone (what a host showing only `content` sees).
+  const sessionToken = compact
+    ? /session_token[^:]*: (umx_drone_\S+)/.exec(text(seat))![1]!
+    : (seat.structuredContent!.session_token as string);
+  const label = compact ? /you are (\S+)/.exec(text(seat))![1]! : "";
+  const drones = await call<{ drones: { id: string; label: string }[] }>(
+    "unimatrix.cube.v1.CubeService/ListDrones",
+    { cubeId: cube.id },
+    peer.sessionToken,
+  );
+  const droneId = compact
+    ? drones.drones.find((d) => d.label === label)!.id
+    : (seat.structuredContent!.drone_id as string);
   await settle();
 
   step("read directive");
@@ -211,17 +224,19 @@ export async function mcpEconomy(url: string): Promise<EconomyReport> {
   await settle();
 
   step("catch up (51 items)");
+  let catchUp = "";
   if (compact) {
-    await tool("log_read");
+    catchUp = text(await tool("log_read"));
   } else {
     for (let page = 0; page < 10; page++) {
       const result = await tool("log_read", { unread: true });
+      catchUp += JSON.stringify(result.structuredContent);
       if (!(result.structuredContent as { hasMore?: boolean }).hasMore) break;
     }
   }
   await settle();
   await mcp.close();
-  return { steps, toolsList, tools: tools.length, compact };
+  return { steps, toolsList, tools: tools.length, compact, catchUp };
 }
 
 /** Prints the table and the BENCH lines. */

@@ -130,6 +130,8 @@ export function renderEntry(entry: Entry, viewer: Viewer, positions?: ReadonlyMa
   return { line, data: { n, id: entry.id }, ...(tally ? { tally } : {}) };
 }
 
+const QUIET_KINDS = new Set([NotificationKind.ACK, NotificationKind.HEARTBEAT_PING, NotificationKind.UNREAD_NUDGE]);
+
 /** The line and handle of one notification; `positions` maps entry ids shown beside it to their `#n`. */
 export function renderNotification(
   notification: Notification,
@@ -144,7 +146,10 @@ export function renderNotification(
   // The text is `[KIND] <preview>`: the kind is already said, the preview is cut shorter.
   const text = preview(notification.text.replace(/^\[[A-Z_]+\]\s*/, ""), 60);
   const about = notification.entryId ? positions?.get(notification.entryId) : undefined;
-  const ref = notification.entryId ? (about ? ` on #${about}` : ` on ${notification.entryId}`) : "";
+  // The entry's id only where a next call may need it (a claim to take over, a reply to answer);
+  // an ack or a ping names the entry by its preview.
+  const needsId = !QUIET_KINDS.has(notification.kind);
+  const ref = about ? ` on #${about}` : notification.entryId && needsId ? ` on ${notification.entryId}` : "";
   const line = `#${n} ${notice} by ${actor}${ref}${text ? `: ${text}` : ""}`;
   const tally =
     notification.kind === NotificationKind.HEARTBEAT_PING || notification.kind === NotificationKind.UNREAD_NUDGE

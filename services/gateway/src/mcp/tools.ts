@@ -424,12 +424,12 @@ export function registerTools(server: McpServer, session: McpSession): void {
       }
       const reply = await session.upstreams.activity.claimEntry(target, await session.asActor(signal));
       const outcome = ClaimOutcome[reply.outcome].toLowerCase();
-      const holder = reply.claim?.holderDroneId ?? "";
-      const by = reply.claim?.holderLabel || holder;
+      // The holder is named only when it is someone else (the caller knows who it is).
+      const other = reply.outcome === ClaimOutcome.ALREADY_CLAIMED ? (reply.claim?.holderDroneId ?? "") : "";
+      const by = reply.claim?.holderLabel || other;
       const fence = reply.claim?.fence ? `, fence ${reply.claim.fence}` : "";
-      const text =
-        reply.outcome === ClaimOutcome.ALREADY_CLAIMED ? `already_claimed by ${by}${fence}` : `${outcome}${fence}`;
-      return ok(text, { outcome, ...(holder ? { holder_drone_id: holder } : {}) });
+      const text = other ? `already_claimed by ${by}${fence}` : `${outcome}${fence}`;
+      return ok(text, { outcome, ...(other ? { holder_drone_id: other } : {}) });
     },
   );
 
