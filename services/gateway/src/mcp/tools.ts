@@ -1,4 +1,5 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { status } from "@grpc/grpc-js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult, ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import {
@@ -30,6 +31,7 @@ import {
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { GetPlacementRequestSchema } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
 import { InvalidArgumentError, maxItems, NotFoundError } from "@unimatrix/service-kit";
+import { toStatus } from "@unimatrix/service-kit/grpc";
 import { z } from "zod";
 import { contractString } from "./contract-schema";
 import {
@@ -102,7 +104,7 @@ async function viewerFor(session: McpSession, list: readonly ActivityItem[], sig
 
 async function listDrones(session: McpSession, cubeId: string | undefined, signal: AbortSignal): Promise<Drone[]> {
   const reply = await session.upstreams.cube.listDrones(
-    { cubeId: session.cubeId(cubeId), pageSize: 500 },
+    { cubeId: session.cubeFor(cubeId), pageSize: 500 },
     await session.asFor(cubeId, signal),
   );
   return reply.drones;
@@ -118,11 +120,15 @@ async function resolveEntry(session: McpSession, ref: string, field: string, sig
 async function entryAt(session: McpSession, ref: string, field: string, signal: AbortSignal): Promise<Entry> {
   const n = Number(ref.replace(/^#/, ""));
   const cubeId = session.cubeId();
-  const page = await session.upstreams.activity.readActivity(
-    { cubeId, cursor: cursorBefore(cubeId, n), pageSize: 1 },
-    await session.asActor(signal),
-  );
-  const item = page.items[0]?.item;
+  const page = await session.upstreams.activity
+    .readActivity({ cubeId, cursor: cursorBefore(cubeId, n), pageSize: 1 }, await session.asActor(signal))
+    .catch((error: unknown) => {
+      // A position past the head (or pruned away) is an entry that is not there, said about the input.
+      const code = toStatus(error).code;
+      if (code === status.INVALID_ARGUMENT || code === status.FAILED_PRECONDITION) return undefined;
+      throw error;
+    });
+  const item = page?.items[0]?.item;
   if (item?.case === "entry" && positionOf(item.value.cursor) === n) return item.value;
   throw new NotFoundError(`${field}: no entry #${n} visible to you`);
 }
@@ -228,7 +234,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
       output: { roles: z.array(z.object({ id: z.string(), name: z.string() })) },
     },
     async (input, signal) => {
-      const cubeId = session.cubeId(input.cube_id);
+      const cubeId = session.cubeFor(input.cube_id);
       const [cube, roles] = await Promise.all([
         session.upstreams.cube.getCube({ cubeId }, await session.asFor(input.cube_id, signal)),
         session.upstreams.cube.listRoles({ cubeId, pageSize: 500 }, await session.asFor(input.cube_id, signal)),
@@ -490,7 +496,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
       output: { drones: z.array(z.object({ id: z.string(), label: z.string() })) },
     },
     async (input, signal) => {
-      const cubeId = session.cubeId(input.cube_id);
+      const cubeId = session.cubeFor(input.cube_id);
       let drones: Drone[];
       if (input.since !== undefined) {
         const anchor = await sinceAnchor(session, input.since, input.cube_id, signal);
@@ -584,7 +590,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
     },
     async (input, signal) => {
       await session.upstreams.cube.updateCube(
-        { cubeId: session.cubeId(input.cube_id), directive: input.directive },
+        { cubeId: session.cubeFor(input.cube_id), directive: input.directive },
         await session.asFor(input.cube_id, signal),
       );
       return ok("directive updated", {});
