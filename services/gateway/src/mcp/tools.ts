@@ -273,7 +273,13 @@ export function registerTools(server: McpServer, session: McpSession): void {
           .describe("From an earlier seat_attach: resumes it"),
         prior_drone_id: uuid.optional().describe("Reattach this drone of yours"),
       },
-      output: { outcome: z.string(), drone_id: z.string(), role: z.string(), session_token: z.string().optional() },
+      output: {
+        outcome: z.string(),
+        drone_id: z.string(),
+        label: z.string(),
+        role: z.string(),
+        session_token: z.string().optional(),
+      },
     },
     async (input, signal) => {
       const reply = await session.attach(input.cube_id, input.role_id, {
@@ -299,6 +305,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
       return ok(lines.join("\n"), {
         outcome,
         drone_id: drone.id,
+        label: drone.label,
         role: drone.roleName,
         ...(reply.sessionToken ? { session_token: reply.sessionToken } : {}),
       });
