@@ -95,7 +95,7 @@ export function questionsCard(options: QuestionsOptions) {
     showHint();
     const li = h(
       "li",
-      { class: "question", "data-question-id": entry.id },
+      { class: "question-item", "data-question-id": entry.id },
       h(
         "div",
         { class: "meta" },
