@@ -60,7 +60,9 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     writeToken: () => actor(),
     seatDroneId: () => seat?.droneId,
     drones: () => drones,
-    canWrite: () => canWrite(),
+    mayAnswer: () =>
+      canWrite() &&
+      (seat ? roles.some((r) => r.name === seat?.roleName && r.humanSeat) : tokenKind(signedIn) === "user"),
     label: (id) => droneLabel(id),
     openThread: (id) => openThread(id),
     answered: (entry) => {
@@ -388,6 +390,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
       clearError();
       context.announce(`Seated as ${seat.label}`);
       renderSeat();
+      questions.rebuild();
       await refreshDrones();
       restartStream();
       composer.message.focus();
@@ -409,6 +412,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     seat = undefined;
     session.setSeat(cubeId, undefined);
     renderSeat();
+    questions.rebuild();
     restartStream();
   }
 

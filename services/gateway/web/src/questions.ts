@@ -11,7 +11,11 @@ export interface QuestionsOptions {
   readonly writeToken: () => string;
   readonly seatDroneId: () => string | undefined;
   readonly drones: () => readonly Drone[];
-  readonly canWrite: () => boolean;
+  /**
+   * Whether the viewer's reply would answer (the cube counts a user's or a human seat's first
+   * reply): false for another drone's seat or a client not seated, who can still reply in the thread.
+   */
+  readonly mayAnswer: () => boolean;
   readonly label: (droneId: string | undefined) => string;
   readonly openThread: (entryId: string) => void;
   readonly answered: (answer: Entry) => void;
@@ -38,7 +42,7 @@ export function questionsCard(options: QuestionsOptions) {
   const box = h(
     "section",
     { class: "card questions-card", "aria-labelledby": "questions-title", id: "questions" },
-    h("div", { class: "title-row" }, h("h3", { id: "questions-title" }, "Questions to answer"), count),
+    h("div", { class: "title-row" }, h("h3", { id: "questions-title", tabindex: "-1" }, "Questions to answer"), count),
     error,
     status,
     list,
@@ -81,8 +85,13 @@ export function questionsCard(options: QuestionsOptions) {
           options.writeToken(),
         );
         error.textContent = "";
+        const at = open.findIndex((q) => q.entry.id === entry.id);
         open = open.filter((q) => q.entry.id !== entry.id);
         render();
+        // Keyboard users go on with the next question (or land on the card when none is left).
+        const next = open[Math.min(at, open.length - 1)];
+        const nextBox = next ? rows.get(next.entry.id)?.querySelector("textarea") : undefined;
+        (nextBox ?? box.querySelector<HTMLElement>("#questions-title"))?.focus();
         options.answered(posted.entry);
         options.announce(`Answer sent to ${asker}`);
         schedule();
@@ -110,7 +119,9 @@ export function questionsCard(options: QuestionsOptions) {
         "Open thread",
         h("span", { class: "sr-only" }, ` of ${asker}'s question`),
       ),
-      options.canWrite() ? form : null,
+      options.mayAnswer()
+        ? form
+        : h("p", { class: "help" }, "Only a user or a human seat answers questions; reply in the thread instead."),
     );
     rows.set(entry.id, li);
     return li;
@@ -164,8 +175,11 @@ export function questionsCard(options: QuestionsOptions) {
     onEntry(entry: Entry) {
       if (touchesQuestions(entry, open)) schedule();
     },
-    /** The open questions' count (for the page title). */
-    count: () => open.length,
+    /** Builds every row again (the viewer took or left a seat: who may answer changed). */
+    rebuild() {
+      rows.clear();
+      render();
+    },
     dispose() {
       if (pending) clearTimeout(pending);
     },
