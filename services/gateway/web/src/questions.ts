@@ -61,7 +61,7 @@ export function questionsCard(options: QuestionsOptions) {
     const plan = () => replyPlan(options.cubeId, entry, answer.value, options.seatDroneId(), options.drones());
     const form = h(
       "form",
-      { class: "answer", "aria-label": `Answer ${asker}` },
+      { class: "answer" },
       h("label", { for: inputId }, `Answer ${asker}`),
       answer,
       hint,
