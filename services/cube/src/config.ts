@@ -40,6 +40,24 @@ export const cubeEnv = registerEnv({
     z.coerce.number().int().positive(),
     "2000",
   ),
+  claimLeaseSeconds: envVar(
+    "CUBE_CLAIM_LEASE_SECONDS",
+    "Claim lease: a claim whose holder drone was silent this long (no post, ack, read, attach or RenewClaim) turns STALE at the next liveness scan.",
+    z.coerce.number().int().positive(),
+    "900",
+  ),
+  unreadNudgeSeconds: envVar(
+    "CUBE_UNREAD_NUDGE_SECONDS",
+    "A DIRECT entry expecting a reply that a recipient drone has not read this long after it was posted nudges that drone once (UNREAD_NUDGE, at the next liveness scan).",
+    z.coerce.number().int().positive(),
+    "600",
+  ),
+  notifyCoalesceSeconds: envVar(
+    "CUBE_NOTIFY_COALESCE_SECONDS",
+    "Coalescing window: a second ACK or REPLY notification from the same actor drone to the same recipient within it is not written (0 = no coalescing).",
+    z.coerce.number().int().min(0),
+    "30",
+  ),
 });
 
 /** The cube service's own settings. */

@@ -5,6 +5,7 @@ import {
   ReleaseOutcome,
   type SubscribeActivityResponse,
   SubscribeActivityResponseSchema,
+  TakeOverOutcome,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import {
   AttachSeatOutcome,
@@ -15,23 +16,30 @@ import type { AuthenticateResponseSchema } from "@unimatrix/contracts/unimatrix/
 import {
   type ActivityItemSchema,
   type ClaimSchema,
+  ClaimState,
   type ClientSchema,
   type CubeGrantSchema,
   type CubeSchema,
   type DecisionSchema,
+  DeliveryChannel,
   DronePosture,
   type DroneSchema,
   type EntrySchema,
   NotificationKind,
   type NotificationSchema,
+  type ReceiptSchema,
   RoleClass,
   type RoleSchema,
+  SeatState,
   type TenantSchema,
   type UserSchema,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import { InvalidArgumentError } from "@unimatrix/service-kit";
 import { principalKindOf } from "@unimatrix/service-kit/auth";
 import { encodeCursor } from "./rules/cursor";
+import type { TakeOverDecision } from "./rules/lease";
+import type { SeatStateName } from "./rules/seat";
 import type { ClaimResult, ReleaseResult } from "./store/reactions";
 import type {
   ActivityRow,
@@ -42,6 +50,7 @@ import type {
   Decision,
   DroneRow,
   ItemRow,
+  Receipt,
   ResolvedToken,
   Role,
   Tenant,
@@ -119,17 +128,62 @@ export function droneToWire(view: DroneRow): MessageInitShape<typeof DroneSchema
     silentPingCount: drone.silentPingCount,
     lastSilentPingAt: optTs(drone.lastSilentPingAt),
     seenSince: view.seenSince ?? false,
+    state: seatStateToWire(drone.state),
+    stateNote: drone.stateNote,
+    stateChangedAt: optTs(drone.stateChangedAt),
+    machineId: drone.machineId ?? "",
   };
 }
 
-/** A claim on an entry (none: undefined). */
+const SEAT_STATES: Record<string, SeatState> = {
+  working: SeatState.WORKING,
+  waiting: SeatState.WAITING,
+  blocked: SeatState.BLOCKED,
+  idle: SeatState.IDLE,
+};
+
+/** A stored seat state (null: never set). */
+export function seatStateToWire(state: string | null): SeatState {
+  return SEAT_STATES[state ?? ""] ?? SeatState.UNSPECIFIED;
+}
+
+/** A wire seat state as stored (UNSPECIFIED is refused by the contract before this). */
+export function seatStateFromWire(state: SeatState): SeatStateName {
+  const name = Object.entries(SEAT_STATES).find(([, v]) => v === state)?.[0];
+  if (!name) throw new InvalidArgumentError("state", "must be WORKING, WAITING, BLOCKED or IDLE");
+  return name as SeatStateName;
+}
+
+/** A claim on an entry (none, or released: undefined). */
 export function claimToWire(claim: Claim | null): MessageInitShape<typeof ClaimSchema> | undefined {
-  if (!claim) return undefined;
+  if (!claim || claim.state === "released") return undefined;
   return {
     holderDroneId: claim.holderDroneId ?? "",
     holderPrincipalId: claim.holderPrincipalId,
     holderLabel: claim.holderLabel,
     claimedAt: ts(claim.claimedAt),
+    fence: BigInt(claim.fence),
+    state: claim.state === "stale" ? ClaimState.STALE : ClaimState.HELD,
+    renewedAt: ts(claim.renewedAt),
+    staleAt: ts(claim.staleAt),
+  };
+}
+
+/** One recipient's receipt of an entry. */
+export function receiptToWire(row: Receipt & { label: string }): MessageInitShape<typeof ReceiptSchema> {
+  return {
+    droneId: row.droneId,
+    label: row.label,
+    deliveredAt: optTs(row.deliveredAt),
+    deliveredVia:
+      row.deliveredVia === "stream"
+        ? DeliveryChannel.STREAM
+        : row.deliveredVia === "machine_link"
+          ? DeliveryChannel.MACHINE_LINK
+          : DeliveryChannel.UNSPECIFIED,
+    readAt: optTs(row.readAt),
+    ackedAt: optTs(row.ackedAt),
+    nudgedAt: optTs(row.nudgedAt),
   };
 }
 
@@ -153,6 +207,12 @@ export function entryToWire({ row, state }: ItemRow): MessageInitShape<typeof En
     ackCount: state.ackCount,
     ackedByDroneIds: [...state.ackedByDroneIds],
     claim: claimToWire(state.claim),
+    replyToEntryId: row.replyToEntryId ?? "",
+    threadRootEntryId: row.threadRootEntryId ?? "",
+    replyCount: state.replyCount,
+    expectsReply: row.expectsReply,
+    question: row.question,
+    seatState: row.seatState ? { state: seatStateToWire(row.seatState), note: row.seatStateNote ?? "" } : undefined,
   };
 }
 
@@ -161,6 +221,10 @@ const NOTIFICATION_KINDS: Record<string, NotificationKind> = {
   claim: NotificationKind.CLAIM,
   release: NotificationKind.RELEASE,
   heartbeat_ping: NotificationKind.HEARTBEAT_PING,
+  reply: NotificationKind.REPLY,
+  claim_stale: NotificationKind.CLAIM_STALE,
+  takeover: NotificationKind.TAKEOVER,
+  unread_nudge: NotificationKind.UNREAD_NUDGE,
 };
 
 /** A notification (to one drone). */
@@ -198,6 +262,17 @@ export function claimOutcomeToWire(outcome: ClaimResult["outcome"]): ClaimOutcom
   return { claimed: ClaimOutcome.CLAIMED, held: ClaimOutcome.ALREADY_HELD, other: ClaimOutcome.ALREADY_CLAIMED }[
     outcome
   ];
+}
+
+/** A take-over attempt's outcome. */
+export function takeOverOutcomeToWire(outcome: TakeOverDecision): TakeOverOutcome {
+  return {
+    take_over: TakeOverOutcome.TAKEN_OVER,
+    not_stale: TakeOverOutcome.NOT_STALE,
+    fence_moved: TakeOverOutcome.FENCE_MOVED,
+    not_claimed: TakeOverOutcome.NOT_CLAIMED,
+    already_held: TakeOverOutcome.ALREADY_HELD,
+  }[outcome];
 }
 
 /** A release attempt's outcome. */

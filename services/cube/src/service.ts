@@ -18,10 +18,11 @@ import { activityHandlers } from "./handlers/activity";
 import { cubeHandlers } from "./handlers/cube";
 import type { CubeDeps } from "./handlers/deps";
 import { identityHandlers } from "./handlers/identity";
+import { DeliveryRecorder } from "./live/deliveries";
 import { activityFeed } from "./live/feed";
 import { StorageGuard } from "./store/guard";
 import { resolveToken } from "./store/identity";
-import { scanLiveness } from "./store/liveness";
+import { type LivenessRound, livenessRound } from "./store/liveness";
 import { openPrisma } from "./store/prisma";
 
 /** The service's SQL migrations (Prisma layout), beside src/ and dist/ alike. */
@@ -58,12 +59,13 @@ export const cubeService = defineService<CubeConfig>({
       name: "cube:activity-streams",
       logger,
     });
-    const scan = () => scanLiveness(deps);
+    const round = () => livenessRound(deps);
+    const deliveries = new DeliveryRecorder(deps);
     return {
       routes: [
         route(IdentityService, identityHandlers(deps, operatorToken)),
         route(CubeService, cubeHandlers(deps)),
-        route(ActivityService, activityHandlers(deps, feed, streams)),
+        route(ActivityService, activityHandlers(deps, feed, streams, deliveries)),
       ],
       authenticate: principalResolver({
         internalKey,
@@ -71,10 +73,11 @@ export const cubeService = defineService<CubeConfig>({
         now: () => clock.now().getTime(),
         resolveToken: async (parsed) => (await resolveToken(deps, parsed))?.principal ?? null,
       }),
-      background: [{ name: LIVENESS_JOB, everyMs: config.livenessIntervalMs, run: scan }],
-      extra: { scanLiveness: scan },
+      background: [{ name: LIVENESS_JOB, everyMs: config.livenessIntervalMs, run: round }],
+      extra: { livenessRound: round },
       async close() {
         await feed.close();
+        await deliveries.close();
         if (streams instanceof RedisStreamCounter) await streams.close();
         await prisma.$disconnect();
       },
@@ -92,12 +95,14 @@ export type CubeServiceOptions = Omit<StartServiceOptions<CubeConfig>, "serviceC
 export interface RunningCube extends StartedService<CubeConfig> {
   /** Runs one liveness round now; resolves with the drone ids pinged. */
   scanLiveness(): Promise<string[]>;
+  /** Runs one liveness round now; resolves with everything it did (pings, stale claims, nudges). */
+  livenessRound(): Promise<LivenessRound>;
 }
 
 /** Starts the cube service from its manifest (`startService(cubeService, ...)`), for tests, bench and the composition. */
 export async function startCube(options: CubeServiceOptions): Promise<RunningCube> {
   const { cube, ...rest } = options;
   const running = await startService(cubeService, { ...rest, serviceConfig: cube });
-  const scan = running.extra.scanLiveness as () => Promise<string[]>;
-  return Object.assign(running, { scanLiveness: scan });
+  const round = running.extra.livenessRound as () => Promise<LivenessRound>;
+  return Object.assign(running, { livenessRound: round, scanLiveness: async () => (await round()).pinged });
 }

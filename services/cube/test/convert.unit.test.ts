@@ -1,7 +1,7 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
 import { ClaimOutcome, ReleaseOutcome } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { NotificationKind, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import { ClaimState, NotificationKind, SeatState, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { claimOutcomeToWire, entryToWire, eventOf, itemToWire, releaseOutcomeToWire } from "../src/convert";
 import { encodeCursor } from "../src/rules/cursor";
 import { type ActivityRow, NO_REACTIONS } from "../src/store/rows";
@@ -28,6 +28,13 @@ const row = (over: Partial<ActivityRow>): ActivityRow => ({
   entryId: null,
   actorDroneId: null,
   actorRoleName: null,
+  replyToEntryId: null,
+  threadRootEntryId: null,
+  expectsReply: true,
+  question: false,
+  answerEntryId: null,
+  seatState: null,
+  seatStateNote: null,
   ...over,
 });
 
@@ -39,7 +46,19 @@ describe("row → wire", () => {
       state: {
         ackCount: 2,
         ackedByDroneIds: [drone],
-        claim: { entryId: "e", holderPrincipalId: drone, holderDroneId: drone, holderLabel: "worker-1", claimedAt },
+        claim: {
+          entryId: "e",
+          cubeId,
+          holderPrincipalId: drone,
+          holderDroneId: drone,
+          holderLabel: "worker-1",
+          claimedAt,
+          fence: 3n,
+          state: "stale",
+          renewedAt: claimedAt,
+          staleAt: at,
+        },
+        replyCount: 4,
       },
     });
     expect(wire.cursor).toBe(encodeCursor(cubeId, 7n));
@@ -56,7 +75,32 @@ describe("row → wire", () => {
     expect(wire.ackedByDroneIds).toEqual([drone]);
     expect(wire.claim?.holderLabel).toBe("worker-1");
     expect(timestampDate(wire.claim?.claimedAt as never)).toEqual(claimedAt);
+    expect(wire.claim?.fence).toBe(3n);
+    expect(wire.claim?.state).toBe(ClaimState.STALE);
+    expect(timestampDate(wire.claim?.staleAt as never)).toEqual(at);
+    expect(wire.replyCount).toBe(4);
+    expect(wire.expectsReply).toBe(true);
     expect(timestampDate(wire.createdAt as never)).toEqual(at);
+  });
+
+  test("a released claim is not shown; a seat state entry carries its change", () => {
+    const claimedAt = new Date("2026-12-01T10:01:00Z");
+    const released = {
+      entryId: "e",
+      cubeId,
+      holderPrincipalId: drone,
+      holderDroneId: drone,
+      holderLabel: "worker-1",
+      claimedAt,
+      fence: 1n,
+      state: "released",
+      renewedAt: claimedAt,
+      staleAt: claimedAt,
+    };
+    expect(entryToWire({ row: row({}), state: { ...NO_REACTIONS, claim: released } }).claim).toBeUndefined();
+    const seat = entryToWire({ row: row({ seatState: "waiting", seatStateNote: "on CI" }), state: NO_REACTIONS });
+    expect(seat.seatState).toEqual({ state: SeatState.WAITING, note: "on CI" });
+    expect(entryToWire({ row: row({}), state: NO_REACTIONS }).seatState).toBeUndefined();
   });
 
   test("an unclaimed entry has no claim; a user's entry has no author drone", () => {

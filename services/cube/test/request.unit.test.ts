@@ -83,13 +83,29 @@ describe("AppendEntry checks", () => {
       visibility: "broadcast",
       recipientDroneIds: [],
       kind: undefined,
+      replyToEntryId: undefined,
+      expectsReply: true,
+      askHuman: false,
     });
     expect(checkEntry({ ...entry, visibility: Visibility.DIRECT, recipientDroneIds: [ID], kind: "plan" })).toEqual({
       message: "hi",
       visibility: "direct",
       recipientDroneIds: [ID],
       kind: "plan",
+      replyToEntryId: undefined,
+      expectsReply: true,
+      askHuman: false,
     });
+  });
+
+  test("a reply names its entry; expects_reply false is kept; a question may be DIRECT without recipients", () => {
+    const reply = checkEntry({ ...entry, replyToEntryId: ID, expectsReply: false });
+    expect(reply.replyToEntryId).toBe(ID);
+    expect(reply.expectsReply).toBe(false);
+    expect(() => checkEntry({ ...entry, replyToEntryId: "X" })).toThrow(/reply_to_entry_id/);
+    const question = checkEntry({ ...entry, visibility: Visibility.DIRECT, askHuman: true });
+    expect(question).toMatchObject({ visibility: "direct", recipientDroneIds: [], askHuman: true });
+    expect(() => checkEntry({ ...entry, visibility: Visibility.DIRECT })).toThrow(/recipient_drone_ids/);
   });
 
   test("the contract bounds the message in UTF-8 bytes and refuses NUL, naming message", () => {

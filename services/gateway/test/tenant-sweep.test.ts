@@ -93,6 +93,7 @@ describe("the tenant sweep: every RPC as tenant B with tenant A's ids", () => {
       prior_drone_id: seat.drone.id,
       entry_id: entry.entry.id,
       since_entry_id: entry.entry.id,
+      reply_to_entry_id: entry.entry.id,
       client_id: agent.id,
       user_id: device.device.owner.subjectId,
       owner_subject_id: device.device.owner.subjectId,

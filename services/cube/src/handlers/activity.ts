@@ -1,5 +1,5 @@
-import type { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { optionalUuid, pageSize, requireUuid, UnimplementedError } from "@unimatrix/service-kit";
+import { type ActivityService, RenewOutcome } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import { InvalidArgumentError, optionalUuid, pageSize, requireUuid, UnimplementedError } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
 import type { StreamCounter } from "@unimatrix/service-kit/bus";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
@@ -9,8 +9,11 @@ import {
   decisionToWire,
   entryToWire,
   itemToWire,
+  receiptToWire,
   releaseOutcomeToWire,
+  takeOverOutcomeToWire,
 } from "../convert";
+import type { DeliveryRecorder } from "../live/deliveries";
 import type { ActivityFeed } from "../live/feed";
 import { subscribeActivity } from "../live/subscribe";
 import { encodeCursor } from "../rules/cursor";
@@ -19,7 +22,10 @@ import { OffsetPages } from "../rules/paging";
 import { name } from "../rules/request";
 import { appendEntry, readActivity, readUnread } from "../store/activity";
 import { listDecisions, recordDecision } from "../store/decisions";
+import { checkFence, renewClaim, takeOverClaim } from "../store/leases";
 import { ackEntry, claimEntry, releaseClaim } from "../store/reactions";
+import { listReceipts } from "../store/receipts";
+import { afterRead, listQuestions, readThread } from "../store/threads";
 import type { CubeDeps } from "./deps";
 
 /** ActivityService: the log, acks, claims, decisions and the live stream. */
@@ -27,11 +33,14 @@ export function activityHandlers(
   deps: CubeDeps,
   feed: ActivityFeed,
   streams?: StreamCounter,
+  deliveries?: DeliveryRecorder,
 ): ServiceImpl<typeof ActivityService> {
-  const subscribe = subscribeActivity(deps, feed, streams);
+  const subscribe = subscribeActivity(deps, feed, streams, deliveries);
   /** Reads a cube's new rows on this replica now (a failed read is logged by the feed, which heals on its timer). */
   const wake = (cubeId: string) => void feed.wake(cubeId).catch(() => {});
   const decisionPages = new OffsetPages(deps.internalKey, "ListDecisions");
+  const threadPages = new OffsetPages(deps.internalKey, "ReadThread");
+  const questionPages = new OffsetPages(deps.internalKey, "ListQuestions");
   return {
     async appendEntry(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
@@ -44,7 +53,9 @@ export function activityHandlers(
     async readActivity(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const size = pageSize("page_size", request.pageSize);
-      const page = await readActivity(deps, await ctx.principal(), cubeId, request.cursor, size);
+      const principal = await ctx.principal();
+      const page = await readActivity(deps, principal, cubeId, request.cursor, size);
+      await afterRead(deps, principal, page.items);
       return {
         items: page.items.map(itemToWire),
         nextCursor: page.last === page.after ? request.cursor : encodeCursor(cubeId, page.last),
@@ -55,14 +66,16 @@ export function activityHandlers(
     async readUnread(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const size = pageSize("page_size", request.pageSize);
-      const page = await readUnread(deps, await ctx.principal(), cubeId, size);
+      const principal = await ctx.principal();
+      const page = await readUnread(deps, principal, cubeId, size);
+      await afterRead(deps, principal, page.items);
       return { items: page.items.map(itemToWire), cursor: encodeCursor(cubeId, page.last), hasMore: page.hasMore };
     },
 
     async ackEntry(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const entryId = requireUuid("entry_id", request.entryId);
-      const result = await ackEntry(deps, await ctx.principal(), cubeId, entryId);
+      const result = await ackEntry(deps, await ctx.principal(), cubeId, entryId, request.quiet);
       if (result.newlyAcked) wake(cubeId);
       return { newlyAcked: result.newlyAcked, entry: entryToWire(result.entry) };
     },
@@ -117,14 +130,86 @@ export function activityHandlers(
 
     subscribeActivity: subscribe,
 
-    // Issue 16 (threads, claim leases, receipts, questions): contract first, handlers next.
-    readThread: unimplemented("ReadThread"),
-    renewClaim: unimplemented("RenewClaim"),
-    takeOverClaim: unimplemented("TakeOverClaim"),
-    checkFence: unimplemented("CheckFence"),
-    listReceipts: unimplemented("ListReceipts"),
-    listQuestions: unimplemented("ListQuestions"),
+    async readThread(request, ctx) {
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const entryId = requireUuid("entry_id", request.entryId);
+      const size = pageSize("page_size", request.pageSize);
+      const principal = await ctx.principal();
+      const binding = { caller: credentialKey(principal), filter: { cubeId, entryId } };
+      const offset = threadPages.offset(request.pageToken, binding);
+      const thread = await readThread(deps, principal, cubeId, entryId, offset, size);
+      const page = threadPages.page(thread.replies, offset, size, binding);
+      return {
+        root: thread.root ? entryToWire(thread.root) : undefined,
+        replies: page.rows.map(entryToWire),
+        nextPageToken: page.next,
+      };
+    },
+
+    async renewClaim(request, ctx) {
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const entryId = requireUuid("entry_id", request.entryId);
+      const result = await renewClaim(deps, await ctx.principal(), cubeId, entryId);
+      return {
+        outcome: result.outcome === "renewed" ? RenewOutcome.RENEWED : RenewOutcome.NOT_HOLDER,
+        claim: claimToWire(result.claim),
+      };
+    },
+
+    async takeOverClaim(request, ctx) {
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const entryId = requireUuid("entry_id", request.entryId);
+      const fence = requireFence(request.fence);
+      const result = await takeOverClaim(deps, await ctx.principal(), cubeId, entryId, fence);
+      if (result.outcome === "take_over") wake(cubeId);
+      return { outcome: takeOverOutcomeToWire(result.outcome), claim: claimToWire(result.claim) };
+    },
+
+    async checkFence(request, ctx) {
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const entryId = requireUuid("entry_id", request.entryId);
+      const fence = requireFence(request.fence);
+      const result = await checkFence(deps, await ctx.principal(), cubeId, entryId, fence);
+      return { holds: result.holds, claim: claimToWire(result.claim) };
+    },
+
+    async listReceipts(request, ctx) {
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const entryId = requireUuid("entry_id", request.entryId);
+      const receipts = await listReceipts(deps, await ctx.principal(), cubeId, entryId);
+      return { receipts: receipts.map(receiptToWire) };
+    },
+
+    async listQuestions(request, ctx) {
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const size = pageSize("page_size", request.pageSize);
+      const principal = await ctx.principal();
+      const binding = {
+        caller: credentialKey(principal),
+        filter: { cubeId, includeAnswered: request.includeAnswered },
+      };
+      const offset = questionPages.offset(request.pageToken, binding);
+      const page = questionPages.page(
+        await listQuestions(deps, principal, cubeId, request.includeAnswered, offset, size),
+        offset,
+        size,
+        binding,
+      );
+      return {
+        questions: page.rows.map((q) => ({
+          entry: entryToWire(q.entry),
+          answer: q.answer ? entryToWire(q.answer) : undefined,
+        })),
+        nextPageToken: page.next,
+      };
+    },
   };
+}
+
+/** A fence from a request (the contract requires at least 1). */
+function requireFence(fence: bigint): bigint {
+  if (fence < 1n) throw new InvalidArgumentError("fence", "must be at least 1");
+  return fence;
 }
 
 /** A handler for an RPC whose contract landed before its implementation. */

@@ -4,7 +4,15 @@ import { RoleClass } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { InvalidArgumentError, optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
-import { attachToWire, cubeToWire, dronesSinceToWire, droneToWire, roleToWire } from "../convert";
+import {
+  attachToWire,
+  cubeToWire,
+  dronesSinceToWire,
+  droneToWire,
+  entryToWire,
+  roleToWire,
+  seatStateFromWire,
+} from "../convert";
 import { MANAGE } from "../rules/access";
 import { OffsetPages } from "../rules/paging";
 import { enumValue, name } from "../rules/request";
@@ -12,8 +20,7 @@ import type { SectionOp } from "../rules/sections";
 import { taxonomy } from "../rules/taxonomy";
 import { createCube, getCube, listCubes, updateCube } from "../store/cubes";
 import { createRole, listRoles, patchRoleSection, type RoleFields, updateRole } from "../store/roles";
-import { attachSeat, dronesSince, evictDrone, listDrones } from "../store/seats";
-import { unimplemented } from "./activity";
+import { attachSeat, dronesSince, evictDrone, listDrones, setSeatState } from "../store/seats";
 import type { CubeDeps } from "./deps";
 
 const CLASSES = [RoleClass.QUEEN, RoleClass.WORKER] as const;
@@ -138,12 +145,14 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       const roleId = optionalUuid("role_id", request.roleId);
       const priorDroneId = optionalUuid("prior_drone_id", request.priorDroneId);
       const hostname = request.hostname;
+      const machineId = optionalUuid("machine_id", request.machineId);
       const result = await attachSeat(deps, await ctx.principal(), {
         cubeId,
         roleId,
         priorDroneId,
         sessionToken: request.sessionToken,
         hostname,
+        machineId,
       });
       return attachToWire(result);
     },
@@ -176,6 +185,15 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       return { drone: droneToWire(drone), revokedSessionCount: revoked };
     },
 
-    setSeatState: unimplemented("SetSeatState"),
+    async setSeatState(request, ctx) {
+      const cubeId = requireUuid("cube_id", request.cubeId);
+      const state = seatStateFromWire(request.state);
+      const result = await setSeatState(deps, await ctx.principal(), cubeId, state, request.note);
+      return {
+        drone: droneToWire(result.drone),
+        changed: result.entry !== null,
+        entry: result.entry ? entryToWire(result.entry) : undefined,
+      };
+    },
   };
 }

@@ -1,4 +1,7 @@
-import type { SubscribeActivityRequest } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import type {
+  SubscribeActivityRequest,
+  SubscribeActivityResponse,
+} from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { requireUuid } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
 import { type StreamCounter, StreamLimiter } from "@unimatrix/service-kit/bus";
@@ -10,6 +13,7 @@ import { viewerOf } from "../rules/visibility";
 import { requireAccess } from "../store/access";
 import { loadItems, positionOf, scanVisible } from "../store/activity";
 import { streamCredential } from "../store/identity";
+import type { DeliveryRecorder } from "./deliveries";
 import type { ActivityFeed } from "./feed";
 import { type Event, StreamSink } from "./sink";
 
@@ -24,6 +28,7 @@ export function subscribeActivity(
   deps: CubeDeps,
   feed: ActivityFeed,
   counter?: StreamCounter,
+  deliveries?: DeliveryRecorder,
 ): (request: SubscribeActivityRequest, ctx: CallContext) => AsyncGenerator<Event> {
   const limiter = new StreamLimiter({ max: MAX_STREAMS_PER_CREDENTIAL, what: "SubscribeActivity streams", counter });
   return async function* (request: SubscribeActivityRequest, ctx: CallContext): AsyncGenerator<Event> {
@@ -37,10 +42,16 @@ export function subscribeActivity(
     const onAbort = () => sink.signal();
     ctx.signal.addEventListener("abort", onAbort);
     const heartbeat = setInterval(() => sink.heartbeat(), deps.config.heartbeatMs);
+    // A drone's stream records what it sent as `delivered` receipts (batched, off the stream's path).
+    const droneId = principal.kind === "drone-session" ? principal.droneId : undefined;
+    const sent = (event: Event): Event => {
+      if (droneId && deliveries) deliveries.sent(droneId, event as Pick<SubscribeActivityResponse, "event">);
+      return event;
+    };
     heartbeat.unref();
     try {
       await feed.attach(cubeId, sink);
-      yield* catchUp(deps, sink);
+      for await (const event of catchUp(deps, sink)) yield sent(event);
       yield { event: { case: "ready", value: { cursor: sink.cursor() } } };
       for (;;) {
         await sink.wait(ctx.signal);
@@ -50,10 +61,10 @@ export function subscribeActivity(
           return;
         }
         if (sink.needCatchUp) {
-          yield* catchUp(deps, sink);
+          for await (const event of catchUp(deps, sink)) yield sent(event);
           continue;
         }
-        while (sink.queue.length > 0) yield sink.queue.shift() as Event;
+        while (sink.queue.length > 0) yield sent(sink.queue.shift() as Event);
         if (sink.terminal) {
           yield sink.terminal;
           return;

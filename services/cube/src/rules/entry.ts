@@ -1,5 +1,5 @@
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { InvalidArgumentError, requireUuid } from "@unimatrix/service-kit";
+import { InvalidArgumentError, optionalUuid, requireUuid } from "@unimatrix/service-kit";
 import { charLength, name } from "./request";
 
 /** The most recipients of one DIRECT entry. */
@@ -11,6 +11,12 @@ export interface NewEntry {
   readonly visibility: "broadcast" | "direct";
   readonly recipientDroneIds: string[];
   readonly kind?: string;
+  /** The entry this one replies to (checked visible by the store). */
+  readonly replyToEntryId?: string;
+  /** False: no reply expected (no unread nudge; acks notify no one). */
+  readonly expectsReply: boolean;
+  /** A question to the cube's humans; DIRECT without recipients goes to the live human seats. */
+  readonly askHuman: boolean;
 }
 
 /** The entry fields of an AppendEntry request. */
@@ -19,6 +25,9 @@ export interface EntryRequest {
   readonly visibility: Visibility;
   readonly recipientDroneIds: readonly string[];
   readonly kind?: string;
+  readonly replyToEntryId?: string;
+  readonly expectsReply?: boolean;
+  readonly askHuman?: boolean;
 }
 
 /**
@@ -34,11 +43,23 @@ export function checkEntry(request: EntryRequest): NewEntry {
   const recipients = request.recipientDroneIds.map((id) => requireUuid("recipient_drone_ids", id));
   if (visibility === "broadcast" && recipients.length > 0)
     throw new InvalidArgumentError("recipient_drone_ids", "must be empty for BROADCAST");
-  if (visibility === "direct" && (recipients.length === 0 || recipients.length > MAX_RECIPIENTS))
+  const askHuman = request.askHuman ?? false;
+  // A question to the humans may leave the recipients to the store (the cube's live human seats).
+  const minimum = askHuman ? 0 : 1;
+  if (visibility === "direct" && (recipients.length < minimum || recipients.length > MAX_RECIPIENTS))
     throw new InvalidArgumentError("recipient_drone_ids", `DIRECT needs 1-${MAX_RECIPIENTS} recipients`);
   if (new Set(recipients).size !== recipients.length)
     throw new InvalidArgumentError("recipient_drone_ids", "must be distinct");
   if (request.kind !== undefined && (request.kind.trim() === "" || charLength(request.kind) > 64))
     throw new InvalidArgumentError("kind", "must be 1-64 characters");
-  return { message, visibility, recipientDroneIds: recipients, kind: request.kind };
+  const replyToEntryId = optionalUuid("reply_to_entry_id", request.replyToEntryId);
+  return {
+    message,
+    visibility,
+    recipientDroneIds: recipients,
+    kind: request.kind,
+    replyToEntryId,
+    expectsReply: request.expectsReply ?? true,
+    askHuman,
+  };
 }

@@ -7,12 +7,25 @@ export function preview(message: string): string {
   return Array.from(folded).slice(0, PREVIEW_CHARS).join("");
 }
 
-/** The kinds of notification a reaction to an entry writes. */
-export type ReactionKind = "ack" | "claim" | "release";
+/** The kinds of notification that refer to an entry. */
+export type ReactionKind = "ack" | "claim" | "release" | "reply" | "claim_stale" | "takeover" | "unread_nudge";
 
-/** The text of a reaction notification: `[ACK] <preview>`, `[CLAIM] <preview>`, `[RELEASE] <preview>`. */
+const TAGS: Record<ReactionKind, string> = {
+  ack: "ACK",
+  claim: "CLAIM",
+  release: "RELEASE",
+  reply: "REPLY",
+  claim_stale: "STALE",
+  takeover: "TAKEOVER",
+  unread_nudge: "UNREAD",
+};
+
+/**
+ * The text of a notification about an entry: `[ACK] <preview>`, `[CLAIM] …`, `[RELEASE] …`,
+ * `[REPLY] …`, `[STALE] …`, `[TAKEOVER] …`, `[UNREAD] …`.
+ */
 export function notificationText(kind: ReactionKind, message: string): string {
-  return `[${kind.toUpperCase()}] ${preview(message)}`;
+  return `[${TAGS[kind]}] ${preview(message)}`;
 }
 
 /** The text of a liveness ping. */

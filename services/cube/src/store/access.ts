@@ -11,6 +11,8 @@ export interface DroneActor {
   readonly roleName: string;
   readonly canBroadcast: boolean;
   readonly receivesAllDirect: boolean;
+  /** Whether its role is a human seat (its replies answer questions). */
+  readonly humanSeat: boolean;
 }
 
 /** A principal's standing in one cube. */
@@ -40,12 +42,13 @@ export async function standing(db: RawQuery, principal: Principal, cubeId: strin
       role_name: string | null;
       can_broadcast: boolean | null;
       receives_all_direct: boolean | null;
+      human_seat: boolean | null;
     })[]
   >`
     SELECT c.id::text, c.tenant_id::text, c.name, c.directive, c.taxonomy_json, c.owner_id::text, c.owner_kind,
            c.request_key::text, c.head, c.created_at, c.updated_at,
            g.access, d.id::text AS drone_id, d.label AS drone_label, d.evicted_at AS drone_evicted_at,
-           r.name AS role_name, r.can_broadcast, r.receives_all_direct
+           r.name AS role_name, r.can_broadcast, r.receives_all_direct, r.human_seat
     FROM cubes c
     LEFT JOIN cube_grants g ON g.cube_id = c.id AND g.client_id = ${clientId}::uuid
     LEFT JOIN drones d ON d.id = ${droneId}::uuid AND d.cube_id = c.id
@@ -79,6 +82,7 @@ export async function standing(db: RawQuery, principal: Principal, cubeId: strin
       roleName: row.role_name ?? "",
       canBroadcast: row.can_broadcast ?? false,
       receivesAllDirect: row.receives_all_direct ?? false,
+      humanSeat: row.human_seat ?? false,
     },
   };
 }

@@ -1,17 +1,19 @@
 import { randomUUID } from "node:crypto";
 import { FailedPreconditionError, InvalidArgumentError, PermissionDeniedError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
-import { StoreAnomalyError } from "@unimatrix/service-kit/store";
+import { type RawQuery, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../handlers/deps";
 import { ACTIVITY, ringAfterCommit } from "../live/channels";
 import { authorPrincipalId, READ, WRITE } from "../rules/access";
 import { cursorPosition } from "../rules/cursor";
-import type { NewEntry } from "../rules/entry";
+import { MAX_RECIPIENTS, type NewEntry } from "../rules/entry";
+import { staleAtFor } from "../rules/lease";
 import { taxonomyKinds } from "../rules/taxonomy";
 import { type Viewer, viewerOf, visibleTo } from "../rules/visibility";
 import { type CubeStanding, requireAccess } from "./access";
 import { inTransaction, type PrismaClient, type Tx } from "./prisma";
 import { type ActivityRow, type EntryState, type ItemRow, NO_REACTIONS } from "./rows";
+import { afterReply, replyTarget } from "./threads";
 
 /** Display label of a principal: the drone label, user name or client name. */
 export async function labelOf(db: Tx, principal: Principal, s: CubeStanding): Promise<string> {
@@ -27,10 +29,19 @@ export async function labelOf(db: Tx, principal: Principal, s: CubeStanding): Pr
 export async function loadItems(db: PrismaClient | Tx, rows: readonly ActivityRow[]): Promise<ItemRow[]> {
   const entryIds = rows.filter((r) => r.itemType === "entry").map((r) => r.id);
   if (entryIds.length === 0) return rows.map((row) => ({ row, state: NO_REACTIONS }));
-  const [acks, claims] = await Promise.all([
+  const rootIds = rows.filter((r) => r.itemType === "entry" && r.threadRootEntryId === null).map((r) => r.id);
+  const [acks, claims, replies] = await Promise.all([
     db.ack.findMany({ where: { entryId: { in: entryIds } }, orderBy: [{ createdAt: "asc" }, { principalId: "asc" }] }),
-    db.claim.findMany({ where: { entryId: { in: entryIds } } }),
+    db.claim.findMany({ where: { entryId: { in: entryIds }, state: { not: "released" } } }),
+    rootIds.length === 0
+      ? Promise.resolve([])
+      : db.activityItem.groupBy({
+          by: ["threadRootEntryId"],
+          where: { threadRootEntryId: { in: rootIds } },
+          _count: { _all: true },
+        }),
   ]);
+  const replyCounts = new Map(replies.map((r) => [r.threadRootEntryId, r._count._all]));
   return rows.map((row): ItemRow => {
     if (row.itemType !== "entry") return { row, state: NO_REACTIONS };
     const mine = acks.filter((a) => a.entryId === row.id);
@@ -38,6 +49,7 @@ export async function loadItems(db: PrismaClient | Tx, rows: readonly ActivityRo
       ackCount: mine.length,
       ackedByDroneIds: mine.flatMap((a) => (a.droneId ? [a.droneId] : [])),
       claim: claims.find((c) => c.entryId === row.id) ?? null,
+      replyCount: replyCounts.get(row.id) ?? 0,
     };
     return { row, state };
   });
@@ -55,21 +67,24 @@ export async function appendEntry(
     throw new PermissionDeniedError("this drone's role cannot broadcast");
   if (input.kind !== undefined && pre.cube.taxonomyJson && !taxonomyKinds(pre.cube.taxonomyJson).has(input.kind))
     throw new InvalidArgumentError("kind", "is not one of the cube's taxonomy kinds");
-  await deps.guard.admit(Buffer.byteLength(input.message) + input.recipientDroneIds.length * 16 + 200);
+  const parent = input.replyToEntryId ? await replyTarget(deps, pre, cubeId, input.replyToEntryId) : null;
+  await deps.guard.admit(Buffer.byteLength(input.message) + input.recipientDroneIds.length * 80 + 200);
   const now = deps.clock.now();
   const label = await labelOf(deps.prisma, principal, pre);
-  if (input.recipientDroneIds.length > 0) {
+  let recipients = input.recipientDroneIds;
+  if (recipients.length > 0) {
     const live = await deps.prisma.drone.count({
-      where: { id: { in: input.recipientDroneIds }, cubeId, evictedAt: null },
+      where: { id: { in: recipients }, cubeId, evictedAt: null },
     });
-    if (live !== input.recipientDroneIds.length)
+    if (live !== recipients.length)
       throw new InvalidArgumentError("recipient_drone_ids", "every recipient must be a live drone of this cube");
+  } else if (input.visibility === "direct" && input.askHuman) {
+    recipients = (await liveHumanSeats(deps.prisma, cubeId, now)).filter((id) => id !== pre.drone?.id);
   }
   const row: ActivityRow = {
+    ...blankEntry(),
     id: randomUUID(),
     cubeId,
-    position: 0n,
-    itemType: "entry",
     createdAt: now,
     authorDroneId: pre.drone?.id ?? null,
     authorPrincipalId: authorPrincipalId(principal),
@@ -77,36 +92,117 @@ export async function appendEntry(
     authorLabel: label,
     message: input.message,
     visibility: input.visibility,
-    recipientDroneIds: input.recipientDroneIds,
+    recipientDroneIds: recipients,
     kind: input.kind ?? null,
+    replyToEntryId: parent?.id ?? null,
+    threadRootEntryId: parent ? (parent.threadRootEntryId ?? parent.id) : null,
+    expectsReply: input.expectsReply,
+    question: input.askHuman,
+  };
+  const receipts = input.visibility === "direct" ? recipients : [];
+  if (!parent) {
+    // One statement, one round trip (see insertEntry).
+    row.position = await insertEntry(deps.fast, row, receipts, deps.config.claimLeaseSeconds);
+  } else {
+    await inTransaction(deps.prisma, async (tx) => {
+      row.position = await insertEntry(tx, row, receipts, deps.config.claimLeaseSeconds);
+      await afterReply(deps, tx, pre, principal, row, parent);
+    });
+  }
+  await ringAfterCommit(deps, [cubeId], ACTIVITY);
+  return { row, state: NO_REACTIONS };
+}
+
+/** An entry row with every optional column empty (callers fill what they set). */
+export function blankEntry(): ActivityRow {
+  return {
+    id: "",
+    cubeId: "",
+    position: 0n,
+    itemType: "entry",
+    createdAt: new Date(0),
+    authorDroneId: null,
+    authorPrincipalId: null,
+    authorPrincipalKind: null,
+    authorLabel: null,
+    message: "",
+    visibility: "broadcast",
+    recipientDroneIds: [],
+    kind: null,
     notificationKind: null,
     entryId: null,
     actorDroneId: null,
     actorRoleName: null,
+    replyToEntryId: null,
+    threadRootEntryId: null,
+    expectsReply: true,
+    question: false,
+    answerEntryId: null,
+    seatState: null,
+    seatStateNote: null,
   };
-  // One statement, so one implicit transaction and one round trip: touch the author drone first
-  // (the position CTE depends on it, so the drone lock is taken before the cube lock), take the
-  // next position under the cube row lock, insert. Commit order is therefore position order.
-  const [inserted] = await deps.fast.$queryRaw<{ position: bigint | string }[]>`
+}
+
+/**
+ * Inserts an entry in ONE statement: touch the author drone and renew its held claims (its
+ * activity), take the next position under the cube row lock, insert the entry, and open the
+ * receipts of `receiptDroneIds` (DIRECT recipients; the nudge applies when a reply is expected).
+ * The drone and claim locks are taken before the cube lock (every path takes claims before the
+ * cube), so commit order is position order. Returns the position.
+ */
+export async function insertEntry(
+  db: RawQuery,
+  row: ActivityRow,
+  receiptDroneIds: readonly string[],
+  leaseSeconds: number,
+): Promise<bigint> {
+  const now = row.createdAt;
+  const due = staleAtFor(now, leaseSeconds);
+  const nudge = row.visibility === "direct" && row.expectsReply;
+  const [inserted] = await db.$queryRaw<{ position: bigint | string }[]>`
     WITH touch AS (
       UPDATE drones SET last_seen_at = ${now}, last_log_post_at = ${now}, silent_ping_count = 0,
                         last_silent_ping_at = NULL
       WHERE id = ${row.authorDroneId}::uuid RETURNING id
+    ), renew AS (
+      UPDATE claims SET renewed_at = ${now}, stale_at = ${due}
+      WHERE holder_drone_id = (SELECT id FROM touch) AND state = 'held' RETURNING entry_id
     ), pos AS (
-      UPDATE cubes SET head = head + 1 WHERE id = ${cubeId}::uuid AND (SELECT count(*) FROM touch) >= 0
+      UPDATE cubes SET head = head + 1
+      WHERE id = ${row.cubeId}::uuid AND (SELECT count(*) FROM touch) >= 0 AND (SELECT count(*) FROM renew) >= 0
       RETURNING head
+    ), ins AS (
+      INSERT INTO activity_items (id, cube_id, position, item_type, created_at, author_drone_id, author_principal_id,
+                                  author_principal_kind, author_label, message, visibility, recipient_drone_ids, kind,
+                                  reply_to_entry_id, thread_root_entry_id, expects_reply, question, seat_state,
+                                  seat_state_note)
+      SELECT ${row.id}::uuid, ${row.cubeId}::uuid, pos.head, 'entry', ${now}, ${row.authorDroneId}::uuid,
+             ${row.authorPrincipalId}, ${row.authorPrincipalKind}, ${row.authorLabel}, ${row.message},
+             ${row.visibility}, ${row.recipientDroneIds}::uuid[], ${row.kind}, ${row.replyToEntryId}::uuid,
+             ${row.threadRootEntryId}::uuid, ${row.expectsReply}, ${row.question}, ${row.seatState},
+             ${row.seatStateNote}
+      FROM pos
+      RETURNING id, position
+    ), rec AS (
+      INSERT INTO receipts (entry_id, drone_id, cube_id, ordinal, created_at, nudge)
+      SELECT ins.id, x.drone, ${row.cubeId}::uuid, x.ord::int, ${now}, ${nudge}
+      FROM ins, unnest(${[...receiptDroneIds]}::uuid[]) WITH ORDINALITY AS x(drone, ord)
+      RETURNING 1
     )
-    INSERT INTO activity_items (id, cube_id, position, item_type, created_at, author_drone_id, author_principal_id,
-                                author_principal_kind, author_label, message, visibility, recipient_drone_ids, kind)
-    SELECT ${row.id}::uuid, ${cubeId}::uuid, pos.head, 'entry', ${now}, ${row.authorDroneId}::uuid,
-           ${row.authorPrincipalId}, ${row.authorPrincipalKind}, ${label}, ${input.message}, ${input.visibility},
-           ${input.recipientDroneIds}::uuid[], ${row.kind}
-    FROM pos
-    RETURNING position`;
-  if (!inserted) throw new StoreAnomalyError(`cube ${cubeId} vanished while appending`);
-  row.position = BigInt(inserted.position);
-  await ringAfterCommit(deps, [cubeId], ACTIVITY);
-  return { row, state: NO_REACTIONS };
+    SELECT position, (SELECT count(*) FROM rec) AS receipts FROM ins`;
+  if (!inserted) throw new StoreAnomalyError(`cube ${row.cubeId} vanished while appending`);
+  return BigInt(inserted.position);
+}
+
+/** The live human-seat drones of a cube (a human-seat role, not evicted, a live session), oldest first. */
+export async function liveHumanSeats(db: PrismaClient | Tx, cubeId: string, now: Date): Promise<string[]> {
+  const rows = await db.$queryRaw<{ id: string }[]>`
+    SELECT d.id::text FROM drones d JOIN roles r ON r.id = d.role_id AND r.human_seat
+    WHERE d.cube_id = ${cubeId}::uuid AND d.evicted_at IS NULL
+      AND EXISTS (SELECT 1 FROM drone_sessions s WHERE s.drone_id = d.id AND s.revoked_at IS NULL AND s.expires_at > ${now})
+    ORDER BY d.created_at, d.id
+    LIMIT ${MAX_RECIPIENTS}`;
+  return rows.map((r) => r.id);
 }
 
 /** Items of a cube after a position, in order (every item: visibility is the reader's to apply). */

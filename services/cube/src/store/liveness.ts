@@ -1,6 +1,7 @@
 import type { CubeDeps } from "../handlers/deps";
 import { ACTIVITY, ringAfterCommit } from "../live/channels";
-import { PING_TEXT } from "../rules/preview";
+import { notificationText, PING_TEXT } from "../rules/preview";
+import { scanClaims } from "./leases";
 import { insertNotifications } from "./notifications";
 import { inTransaction } from "./prisma";
 
@@ -64,4 +65,72 @@ export async function scanLiveness(deps: CubeDeps): Promise<string[]> {
     ACTIVITY,
   );
   return pinged.map((r) => r.id);
+}
+
+/**
+ * One round of unread nudges: up to 25 receipts of DIRECT entries expecting a reply, unread by a
+ * non-evicted recipient `CUBE_UNREAD_NUDGE_SECONDS` after they were posted and never nudged, are
+ * picked with `FOR UPDATE SKIP LOCKED` and stamped `nudged_at` in one statement; in the same
+ * transaction each recipient gets one UNREAD_NUDGE. A stamped receipt is out of the window for good,
+ * so each nudge goes once, whatever the number of replicas or rounds. Returns `entry/drone` pairs.
+ */
+export async function scanNudges(deps: CubeDeps): Promise<{ entryId: string; droneId: string }[]> {
+  const now = deps.clock.now();
+  const postedBefore = new Date(now.getTime() - deps.config.unreadNudgeSeconds * 1000);
+  const nudged = await inTransaction(deps.prisma, async (tx) => {
+    const rows = await tx.$queryRaw<
+      { entry_id: string; drone_id: string; cube_id: string; message: string; author_drone_id: string | null }[]
+    >`
+      WITH due AS (
+        SELECT r.entry_id, r.drone_id FROM receipts r
+        JOIN drones d ON d.id = r.drone_id AND d.evicted_at IS NULL
+        WHERE r.nudge AND r.read_at IS NULL AND r.nudged_at IS NULL AND r.created_at <= ${postedBefore}
+        ORDER BY r.created_at, r.entry_id, r.drone_id
+        LIMIT ${SCAN_LIMIT}
+        FOR UPDATE OF r SKIP LOCKED
+      )
+      UPDATE receipts SET nudged_at = ${now}
+      FROM due, activity_items a
+      WHERE receipts.entry_id = due.entry_id AND receipts.drone_id = due.drone_id AND a.id = receipts.entry_id
+        AND receipts.nudged_at IS NULL
+      RETURNING receipts.entry_id::text, receipts.drone_id::text, receipts.cube_id::text, a.message,
+                a.author_drone_id::text`;
+    const byCube = new Map<string, typeof rows>();
+    for (const row of rows) byCube.set(row.cube_id, [...(byCube.get(row.cube_id) ?? []), row]);
+    for (const [cubeId, items] of byCube) {
+      await insertNotifications(
+        tx,
+        cubeId,
+        items.map((row) => ({
+          recipientDroneId: row.drone_id,
+          kind: "unread_nudge",
+          text: notificationText("unread_nudge", row.message),
+          entryId: row.entry_id,
+          actorDroneId: row.author_drone_id ?? undefined,
+        })),
+        now,
+      );
+    }
+    return rows;
+  });
+  await ringAfterCommit(deps, [...new Set(nudged.map((r) => r.cube_id))], ACTIVITY);
+  return nudged.map((r) => ({ entryId: r.entry_id, droneId: r.drone_id }));
+}
+
+/** What one full liveness round did. */
+export interface LivenessRound {
+  /** Drones pinged for silence. */
+  readonly pinged: string[];
+  /** Entries whose claims turned stale. */
+  readonly staleClaims: string[];
+  /** Unread nudges sent. */
+  readonly nudges: { entryId: string; droneId: string }[];
+}
+
+/** The liveness background job's round: silent pings, claim leases, unread nudges. */
+export async function livenessRound(deps: CubeDeps): Promise<LivenessRound> {
+  const pinged = await scanLiveness(deps);
+  const staleClaims = await scanClaims(deps);
+  const nudges = await scanNudges(deps);
+  return { pinged, staleClaims, nudges };
 }

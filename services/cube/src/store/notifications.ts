@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { StoreAnomalyError } from "@unimatrix/service-kit/store";
+import { coalesces } from "../rules/coalesce";
 import type { Tx } from "./prisma";
 
 /** Takes `count` positions of a cube's order; locks the cube row until commit (commit order = position order). */
@@ -10,22 +11,46 @@ export async function takePositions(tx: Tx, cubeId: string, count: number): Prom
   return BigInt(row.head) - BigInt(count) + 1n;
 }
 
+/** The kinds of notification stored. */
+export type NotificationKindName =
+  | "ack"
+  | "claim"
+  | "release"
+  | "heartbeat_ping"
+  | "reply"
+  | "claim_stale"
+  | "takeover"
+  | "unread_nudge";
+
 /** A notification to store. */
 export interface NewNotification {
   readonly recipientDroneId: string;
-  readonly kind: "ack" | "claim" | "release" | "heartbeat_ping";
+  readonly kind: NotificationKindName;
   readonly text: string;
   readonly entryId?: string;
   readonly actorDroneId?: string;
   readonly actorRoleName?: string;
 }
 
-/** Stores notifications in the cube's order (inside the caller's transaction). */
-export async function insertNotifications(tx: Tx, cubeId: string, items: NewNotification[], now: Date): Promise<void> {
-  if (items.length === 0) return;
-  const first = await takePositions(tx, cubeId, items.length);
+/**
+ * Stores notifications in the cube's order (inside the caller's transaction). With a coalescing
+ * window, an ACK or REPLY from an actor drone to a recipient that got one of the same kind from
+ * that actor within the window is dropped; the decision is one conditional upsert of the
+ * `notification_marks` rows, so concurrent writers (any replica) agree: the mark's row lock lets
+ * one through and the others see its fresh `last_at`. Returns the notifications written.
+ */
+export async function insertNotifications(
+  tx: Tx,
+  cubeId: string,
+  items: NewNotification[],
+  now: Date,
+  coalesceSeconds = 0,
+): Promise<NewNotification[]> {
+  const written = await coalesce(tx, items, now, coalesceSeconds);
+  if (written.length === 0) return written;
+  const first = await takePositions(tx, cubeId, written.length);
   await tx.activityItem.createMany({
-    data: items.map((n, i) => ({
+    data: written.map((n, i) => ({
       id: randomUUID(),
       cubeId,
       position: first + BigInt(i),
@@ -37,6 +62,37 @@ export async function insertNotifications(tx: Tx, cubeId: string, items: NewNoti
       entryId: n.entryId ?? null,
       actorDroneId: n.actorDroneId ?? null,
       actorRoleName: n.actorRoleName ?? null,
+      expectsReply: false,
+      question: false,
     })),
+  });
+  return written;
+}
+
+const markKey = (n: NewNotification) => `${n.recipientDroneId}/${n.actorDroneId}/${n.kind}`;
+
+async function coalesce(tx: Tx, items: NewNotification[], now: Date, windowSeconds: number) {
+  const subject = new Map<string, NewNotification>();
+  for (const n of items) if (coalesces(n.kind, n.actorDroneId, windowSeconds)) subject.set(markKey(n), n);
+  if (subject.size === 0) return items;
+  const marks = [...subject.values()];
+  const cutoff = new Date(now.getTime() - windowSeconds * 1000);
+  const admitted = await tx.$queryRaw<{ recipient_drone_id: string; actor_drone_id: string; kind: string }[]>`
+    INSERT INTO notification_marks (recipient_drone_id, actor_drone_id, kind, last_at)
+    SELECT r, a, k, ${now} FROM unnest(${marks.map((n) => n.recipientDroneId)}::uuid[],
+                                      ${marks.map((n) => n.actorDroneId)}::uuid[],
+                                      ${marks.map((n) => n.kind)}::text[]) AS x(r, a, k)
+    ORDER BY r, a, k
+    ON CONFLICT (recipient_drone_id, actor_drone_id, kind) DO UPDATE SET last_at = EXCLUDED.last_at
+      WHERE notification_marks.last_at <= ${cutoff}
+    RETURNING recipient_drone_id::text, actor_drone_id::text, kind`;
+  const pass = new Set(admitted.map((m) => `${m.recipient_drone_id}/${m.actor_drone_id}/${m.kind}`));
+  const seen = new Set<string>();
+  return items.filter((n) => {
+    if (!coalesces(n.kind, n.actorDroneId, windowSeconds)) return true;
+    const key = markKey(n);
+    if (!pass.has(key) || seen.has(key)) return false;
+    seen.add(key);
+    return true;
   });
 }

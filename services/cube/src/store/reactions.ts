@@ -2,13 +2,16 @@ import { NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../handlers/deps";
 import { ACTIVITY, ringAfterCommit } from "../live/channels";
-import { actorKey, WRITE } from "../rules/access";
+import { type AccessLevel, actorKey, WRITE } from "../rules/access";
+import { staleAtFor } from "../rules/lease";
 import { notificationText } from "../rules/preview";
 import { viewerOf, visibleTo } from "../rules/visibility";
 import { type CubeStanding, requireAccess } from "./access";
 import { labelOf, loadItems } from "./activity";
+import { renewHolderClaims } from "./leases";
 import { insertNotifications, type NewNotification } from "./notifications";
-import { inTransaction, type Tx } from "./prisma";
+import { inTransaction, type PrismaClient, type Tx } from "./prisma";
+import { markAcked } from "./receipts";
 import type { ActivityRow, Claim, ItemRow } from "./rows";
 
 /** What AckEntry did: whether this ack is new, and the entry as it is now. */
@@ -31,20 +34,33 @@ export interface ReleaseResult {
   readonly entry: ItemRow;
 }
 
-async function visibleEntry(deps: CubeDeps, principal: Principal, cubeId: string, entryId: string, what: string) {
-  const s = await requireAccess(deps.prisma, principal, cubeId, WRITE, what);
+/** The caller's standing (at `level`, default WRITE) and a visible entry of the cube, else NOT_FOUND. */
+export async function visibleEntry(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  entryId: string,
+  what: string,
+  level: AccessLevel = WRITE,
+) {
+  const s = await requireAccess(deps.prisma, principal, cubeId, level, what);
   const entry = await deps.prisma.activityItem.findFirst({ where: { id: entryId, cubeId, itemType: "entry" } });
   if (!entry || !visibleTo(viewerOf(s), entry)) throw new NotFoundError("entry not found");
   return { s, entry };
 }
 
-async function entryNow(tx: Tx, entry: ActivityRow): Promise<ItemRow> {
+/** The entry's current claim (HELD or STALE); null when unclaimed or released. */
+export async function currentClaim(db: PrismaClient | Tx, entryId: string): Promise<Claim | null> {
+  return db.claim.findFirst({ where: { entryId, state: { not: "released" } } });
+}
+
+export async function entryNow(tx: Tx, entry: ActivityRow): Promise<ItemRow> {
   const [item] = await loadItems(tx, [entry]);
   return item as ItemRow;
 }
 
 /** The claim audience: the direct recipients, or for a broadcast every participant drone; minus `except`. */
-async function claimAudience(tx: Tx, entry: ActivityRow, except: string | undefined): Promise<string[]> {
+export async function claimAudience(tx: Tx, entry: ActivityRow, except: string | undefined): Promise<string[]> {
   let ids: string[];
   if (entry.visibility === "direct") {
     // Evicted recipients are out of the audience.
@@ -66,7 +82,12 @@ async function claimAudience(tx: Tx, entry: ActivityRow, except: string | undefi
   return ids.filter((id) => id !== except);
 }
 
-function notes(audience: string[], kind: "claim" | "release", entry: ActivityRow, s: CubeStanding): NewNotification[] {
+export function notes(
+  audience: string[],
+  kind: "claim" | "release" | "takeover",
+  entry: ActivityRow,
+  s: CubeStanding,
+): NewNotification[] {
   const text = notificationText(kind, entry.message);
   return audience.map((recipientDroneId) => ({
     recipientDroneId,
@@ -78,12 +99,17 @@ function notes(audience: string[], kind: "claim" | "release", entry: ActivityRow
   }));
 }
 
-/** Acks an entry once per principal; a new ack by a drone notifies the author drone. */
+/**
+ * Acks an entry once per principal. A new ack by a drone marks its receipt acked, renews its held
+ * claims, and notifies the author drone — unless the ack is quiet, the entry expects no reply, or
+ * the same drone acked to the same author within the coalescing window.
+ */
 export async function ackEntry(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
   entryId: string,
+  quiet = false,
 ): Promise<AckResult> {
   const { s, entry } = await visibleEntry(deps, principal, cubeId, entryId, "acking");
   await deps.guard.admit(300);
@@ -94,7 +120,18 @@ export async function ackEntry(
       VALUES (${entryId}::uuid, ${actorKey(principal)}, ${s.drone?.id ?? null}::uuid, ${now})
       ON CONFLICT DO NOTHING RETURNING entry_id::text`;
     const newlyAcked = inserted.length > 0;
-    if (newlyAcked && s.drone && entry.authorDroneId && entry.authorDroneId !== s.drone.id) {
+    if (newlyAcked && s.drone) {
+      await renewHolderClaims(tx, s.drone.id, now, deps.config.claimLeaseSeconds);
+      await markAcked(tx, s.drone.id, entryId, now);
+    }
+    const notify =
+      newlyAcked &&
+      !quiet &&
+      entry.expectsReply &&
+      s.drone &&
+      entry.authorDroneId &&
+      entry.authorDroneId !== s.drone.id;
+    if (notify && s.drone && entry.authorDroneId) {
       await insertNotifications(
         tx,
         cubeId,
@@ -109,6 +146,7 @@ export async function ackEntry(
           },
         ],
         now,
+        deps.config.notifyCoalesceSeconds,
       );
     }
     return { newlyAcked, entry: await entryNow(tx, entry) };
@@ -130,20 +168,30 @@ export async function claimEntry(
   const key = actorKey(principal);
   const label = await labelOf(deps.prisma, principal, s);
   const result = await inTransaction(deps.prisma, async (tx) => {
+    // The first claim inserts fence 1; a claim after a release takes the released row with fence + 1.
+    // The row lock (insert or conflict) makes exactly one of concurrent claimants win.
+    const due = staleAtFor(now, deps.config.claimLeaseSeconds);
     const inserted = await tx.$queryRaw<{ entry_id: string }[]>`
-      INSERT INTO claims (entry_id, holder_principal_id, holder_drone_id, holder_label, claimed_at)
-      VALUES (${entryId}::uuid, ${key}, ${s.drone?.id ?? null}::uuid, ${label}, ${now})
-      ON CONFLICT (entry_id) DO NOTHING RETURNING entry_id::text`;
+      INSERT INTO claims (entry_id, holder_principal_id, holder_drone_id, holder_label, claimed_at, fence, state,
+                          renewed_at, stale_at, cube_id)
+      VALUES (${entryId}::uuid, ${key}, ${s.drone?.id ?? null}::uuid, ${label}, ${now}, 1, 'held', ${now}, ${due},
+              ${cubeId}::uuid)
+      ON CONFLICT (entry_id) DO UPDATE SET holder_principal_id = EXCLUDED.holder_principal_id,
+        holder_drone_id = EXCLUDED.holder_drone_id, holder_label = EXCLUDED.holder_label,
+        claimed_at = EXCLUDED.claimed_at, fence = claims.fence + 1, state = 'held',
+        renewed_at = EXCLUDED.renewed_at, stale_at = EXCLUDED.stale_at
+        WHERE claims.state = 'released'
+      RETURNING entry_id::text`;
     let outcome: "claimed" | "held" | "other";
     if (inserted.length > 0) {
       outcome = "claimed";
       await insertNotifications(tx, cubeId, notes(await claimAudience(tx, entry, s.drone?.id), "claim", entry, s), now);
     } else {
-      const holder = await tx.claim.findUnique({ where: { entryId } });
+      const holder = await currentClaim(tx, entryId);
       outcome = holder?.holderPrincipalId === key ? "held" : "other";
     }
     // Null only when the holder released it in between (READ COMMITTED): answered as no claim.
-    const claim = await tx.claim.findUnique({ where: { entryId } });
+    const claim = await currentClaim(tx, entryId);
     return { outcome, claim, entry: await entryNow(tx, entry) };
   });
   if (result.outcome === "claimed") await ringAfterCommit(deps, [cubeId], ACTIVITY);
@@ -161,8 +209,10 @@ export async function releaseClaim(
   const now = deps.clock.now();
   const key = actorKey(principal);
   const result = await inTransaction(deps.prisma, async (tx) => {
+    // The row stays (state 'released') so the next claim takes fence + 1.
     const deleted = await tx.$queryRaw<{ entry_id: string }[]>`
-      DELETE FROM claims WHERE entry_id = ${entryId}::uuid AND holder_principal_id = ${key}
+      UPDATE claims SET state = 'released', stale_at = ${now}
+      WHERE entry_id = ${entryId}::uuid AND holder_principal_id = ${key} AND state <> 'released'
       RETURNING entry_id::text`;
     let outcome: "released" | "none" | "other";
     let claim: Claim | null = null;
@@ -175,7 +225,7 @@ export async function releaseClaim(
         now,
       );
     } else {
-      claim = await tx.claim.findUnique({ where: { entryId } });
+      claim = await currentClaim(tx, entryId);
       outcome = claim ? "other" : "none";
     }
     return { outcome, claim, entry: await entryNow(tx, entry) };

@@ -10,6 +10,7 @@ export type {
   Decision,
   Drone,
   DroneSession,
+  Receipt,
   Role,
   Tenant,
   User,
@@ -20,11 +21,14 @@ export interface EntryState {
   readonly ackCount: number;
   /** Drones that acked, oldest ack first. */
   readonly ackedByDroneIds: readonly string[];
+  /** The current claim (HELD or STALE); null when unclaimed or released. */
   readonly claim: Claim | null;
+  /** On a thread root: its number of replies; 0 elsewhere. */
+  readonly replyCount: number;
 }
 
 /** The state of an entry nobody reacted to yet (and of every notification). */
-export const NO_REACTIONS: EntryState = { ackCount: 0, ackedByDroneIds: [], claim: null };
+export const NO_REACTIONS: EntryState = { ackCount: 0, ackedByDroneIds: [], claim: null, replyCount: 0 };
 
 /** One activity item as stores return it: the row, and for an entry its ack and claim state. */
 export interface ItemRow {

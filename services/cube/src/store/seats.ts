@@ -2,11 +2,22 @@ import { randomUUID } from "node:crypto";
 import { FailedPreconditionError, NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit";
 import { issueToken, type Principal, parseToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../handlers/deps";
-import { ACCESS, ringAfterCommit } from "../live/channels";
-import { isParticipant, MANAGE, READ } from "../rules/access";
+import { ACCESS, ACTIVITY, ringAfterCommit } from "../live/channels";
+import { authorPrincipalId, isParticipant, MANAGE, READ } from "../rules/access";
+import { isSeatChange, type SeatStateName, seatStateMessage } from "../rules/seat";
 import { requireAccess, standing } from "./access";
+import { blankEntry, insertEntry } from "./activity";
+import { renewHolderClaims } from "./leases";
 import { bytes, inTransaction, type PrismaClient, type Tx } from "./prisma";
-import type { Drone, DroneRow, DroneSession, Role } from "./rows";
+import {
+  type ActivityRow,
+  type Drone,
+  type DroneRow,
+  type DroneSession,
+  type ItemRow,
+  NO_REACTIONS,
+  type Role,
+} from "./rows";
 
 /** What AttachSeat asks for. */
 export interface AttachRequest {
@@ -15,6 +26,8 @@ export interface AttachRequest {
   readonly sessionToken?: string;
   readonly priorDroneId?: string;
   readonly hostname: string;
+  /** The presence machine the session runs on (notices travel over its Link); unset clears it. */
+  readonly machineId?: string;
 }
 
 /** What AttachSeat answers. */
@@ -68,10 +81,13 @@ export async function attachSeat(deps: CubeDeps, principal: Principal, request: 
           lastSeenAt: now,
           silentPingCount: 0,
           lastSilentPingAt: null,
+          machineId: request.machineId ?? null,
         },
       });
     } else {
       drone = await newDrone(tx, principal.tenantId, clientId, cubeId, role, request.hostname, now);
+      if (request.machineId)
+        drone = await tx.drone.update({ where: { id: drone.id }, data: { machineId: request.machineId } });
     }
     const session = await tx.droneSession.create({
       data: {
@@ -84,8 +100,10 @@ export async function attachSeat(deps: CubeDeps, principal: Principal, request: 
         verifierDigest: bytes(issued.verifierDigest),
         createdAt: now,
         expiresAt,
+        machineId: request.machineId ?? null,
       },
     });
+    await renewHolderClaims(tx, drone.id, now, deps.config.claimLeaseSeconds);
     return { drone, session };
   });
   const [view] = await droneViews(deps.prisma, [result.drone], now);
@@ -139,9 +157,15 @@ async function reuseSession(
     drone.roleId === role.id &&
     (request.priorDroneId === undefined || request.priorDroneId === drone.id);
   if (!valid) return { outcome: "rejected" };
-  const touched = await deps.prisma.drone.update({
-    where: { id: drone.id },
-    data: { lastSeenAt: now, silentPingCount: 0, lastSilentPingAt: null },
+  const touched = await inTransaction(deps.prisma, async (tx) => {
+    const machineId = request.machineId ?? null;
+    if (session.machineId !== machineId)
+      await tx.droneSession.update({ where: { id: session.id }, data: { machineId } });
+    await renewHolderClaims(tx, drone.id, now, deps.config.claimLeaseSeconds);
+    return tx.drone.update({
+      where: { id: drone.id },
+      data: { lastSeenAt: now, silentPingCount: 0, lastSilentPingAt: null, machineId },
+    });
   });
   const [view] = await droneViews(deps.prisma, [touched], now);
   return { outcome: "reused", drone: view as DroneRow, session };
@@ -261,4 +285,61 @@ export async function evictDrone(
   await ringAfterCommit(deps, [cubeId], ACCESS);
   const [view] = await droneViews(deps.prisma, [result.drone], now);
   return { drone: view as DroneRow, revoked: result.revoked };
+}
+
+/** What SetSeatState did: the drone after it, and the appended entry when it changed. */
+export interface SeatStateResult {
+  readonly drone: DroneRow;
+  readonly entry: ItemRow | null;
+}
+
+/**
+ * Sets the calling drone's seat state and note. Only drone sessions (FAILED_PRECONDITION
+ * otherwise), in their own cube, at any posture (it is the drone's own seat, so observers and
+ * roles that cannot broadcast may too). Under the drone's row lock: the same state and note again
+ * changes nothing; a change updates the drone and appends one BROADCAST entry carrying it (no reply
+ * expected), in one transaction.
+ */
+export async function setSeatState(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  state: SeatStateName,
+  note: string,
+): Promise<SeatStateResult> {
+  if (principal.kind !== "drone-session") throw new FailedPreconditionError("only drone sessions have a seat state");
+  const s = await requireAccess(deps.prisma, principal, cubeId, READ, "setting the seat state");
+  const droneId = principal.droneId;
+  const now = deps.clock.now();
+  const result = await inTransaction(deps.prisma, async (tx) => {
+    await tx.$queryRaw`SELECT id FROM drones WHERE id = ${droneId}::uuid FOR UPDATE`;
+    const current = await tx.drone.findUniqueOrThrow({ where: { id: droneId } });
+    if (!isSeatChange({ state: current.state, note: current.stateNote }, { state, note }))
+      return { drone: current, entry: null };
+    await deps.guard.admit(Buffer.byteLength(note) + 300);
+    const drone = await tx.drone.update({
+      where: { id: droneId },
+      data: { state, stateNote: note, stateChangedAt: now },
+    });
+    const row: ActivityRow = {
+      ...blankEntry(),
+      id: randomUUID(),
+      cubeId,
+      createdAt: now,
+      authorDroneId: droneId,
+      authorPrincipalId: authorPrincipalId(principal),
+      authorPrincipalKind: principal.kind,
+      authorLabel: s.drone?.label ?? current.label,
+      message: seatStateMessage(state, note),
+      visibility: "broadcast",
+      expectsReply: false,
+      seatState: state,
+      seatStateNote: note,
+    };
+    row.position = await insertEntry(tx, row, [], deps.config.claimLeaseSeconds);
+    return { drone, entry: { row, state: NO_REACTIONS } as ItemRow };
+  });
+  if (result.entry) await ringAfterCommit(deps, [cubeId], ACTIVITY);
+  const [view] = await droneViews(deps.prisma, [result.drone], now);
+  return { drone: view as DroneRow, entry: result.entry };
 }

@@ -1,0 +1,456 @@
+import { status } from "@grpc/grpc-js";
+import type { SubscribeActivityResponse } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import {
+  DeliveryChannel,
+  NotificationKind,
+  SeatState,
+  Visibility,
+} from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import { ManualClock } from "@unimatrix/service-kit";
+import { asBearer, eventually, expectStatus } from "@unimatrix/service-kit/testing";
+import {
+  CubeAccess,
+  grant,
+  type Harness,
+  newClient,
+  newCube,
+  newTenant,
+  post,
+  type Replica,
+  seat,
+  startHarness,
+} from "./harness";
+
+const NUDGE_S = 600;
+
+/** Notification counts by (kind, recipient) in a cube. */
+async function notifications(h: Harness, cubeId: string, kinds: string[]) {
+  const rows = await h.sql<{ kind: string; recipient: string; n: string }>(
+    `SELECT notification_kind AS kind, recipient_drone_ids[1]::text AS recipient, count(*) AS n FROM activity_items
+     WHERE cube_id = $1 AND item_type = 'notification' AND notification_kind = ANY($2) GROUP BY 1, 2`,
+    [cubeId, kinds],
+  );
+  return rows.map((r) => ({ kind: r.kind, recipient: r.recipient, n: Number(r.n) }));
+}
+
+function subscribe(r: Replica, token: string, cubeId: string) {
+  const controller = new AbortController();
+  const events: SubscribeActivityResponse[] = [];
+  const stream = r.activity.subscribeActivity({ cubeId }, { ...asBearer(token), signal: controller.signal });
+  const done = (async () => {
+    try {
+      for await (const event of stream) events.push(event);
+    } catch {
+      // cancelled
+    }
+  })();
+  return {
+    events,
+    async stop() {
+      controller.abort();
+      await done;
+    },
+  };
+}
+
+describe("issue 16 coordination: receipts, nudges, threads, hygiene, questions, seat state", () => {
+  const clock = new ManualClock(Date.UTC(2026, 6, 1, 8));
+  let h: Harness;
+  let r2: Replica;
+  beforeAll(async () => {
+    h = await startHarness("cube_coordination", { clock });
+    r2 = await h.replica();
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  async function world(label: string, drones = 3) {
+    const t = await newTenant(h, label);
+    const owner = await newClient(h, t.userToken, "owner");
+    const { cubeId, roleId } = await newCube(h, owner.token);
+    const seats = [];
+    for (let i = 0; i < drones; i++) seats.push(await seat(h, owner.token, cubeId));
+    return { t, owner, cubeId, roleId, seats };
+  }
+
+  it("a DIRECT entry shows delivered → read → acked for its recipient as those happen", async () => {
+    const w = await world("receipts");
+    const [a, b, c] = w.seats as [(typeof w.seats)[number], (typeof w.seats)[number], (typeof w.seats)[number]];
+    // B's live stream is open (ready) before the entry is posted.
+    const stream = subscribe(r2, b.token, w.cubeId);
+    await eventually(() => stream.events.some((e) => e.event.case === "ready"), "the stream is ready", 10_000);
+    const entry = await post(h, a.token, w.cubeId, "please review PR 12", [b.droneId]);
+    const receipts = () =>
+      h.activity.listReceipts({ cubeId: w.cubeId, entryId: entry.id }, asBearer(a.token)).then((r) => r.receipts);
+    let [r] = await receipts();
+    expect(r?.droneId).toBe(b.droneId);
+    expect(r?.label).toBe(b.label);
+    expect(r?.readAt).toBeUndefined();
+    expect(r?.ackedAt).toBeUndefined();
+
+    // Delivered: B's live stream (on the other replica) sent it; recorded in a batch shortly after.
+    await eventually(
+      async () => (await receipts())[0]?.deliveredVia === DeliveryChannel.STREAM,
+      "the stream delivery is recorded",
+      10_000,
+    );
+    [r] = await receipts();
+    expect(r?.deliveredAt).toBeDefined();
+    expect(r?.readAt).toBeUndefined();
+    await stream.stop();
+
+    // Read: B's read returns it.
+    clock.advance(1000);
+    await h.activity.readUnread({ cubeId: w.cubeId }, asBearer(b.token));
+    [r] = await receipts();
+    expect(r?.readAt).toBeDefined();
+    expect(r?.ackedAt).toBeUndefined();
+
+    // Acked.
+    clock.advance(1000);
+    await h.activity.ackEntry({ cubeId: w.cubeId, entryId: entry.id }, asBearer(b.token));
+    [r] = await receipts();
+    expect(r?.ackedAt).toBeDefined();
+    expect(Number(r?.deliveredAt?.seconds)).toBeLessThan(Number(r?.readAt?.seconds));
+    expect(Number(r?.readAt?.seconds)).toBeLessThan(Number(r?.ackedAt?.seconds));
+
+    // The author and users list receipts; another drone may not; unknown entries are NOT_FOUND.
+    expect(
+      (await h.activity.listReceipts({ cubeId: w.cubeId, entryId: entry.id }, asBearer(w.t.userToken))).receipts,
+    ).toHaveLength(1);
+    await expectStatus(
+      h.activity.listReceipts({ cubeId: w.cubeId, entryId: entry.id }, asBearer(b.token)),
+      status.PERMISSION_DENIED,
+    );
+    await expectStatus(
+      h.activity.listReceipts({ cubeId: w.cubeId, entryId: entry.id }, asBearer(c.token)),
+      status.NOT_FOUND,
+    );
+    // A broadcast keeps no receipts.
+    const broadcast = await post(h, a.token, w.cubeId, "fyi");
+    expect(
+      (await h.activity.listReceipts({ cubeId: w.cubeId, entryId: broadcast.id }, asBearer(a.token))).receipts,
+    ).toEqual([]);
+  });
+
+  it("an unread DIRECT entry nudges its recipient exactly once (scans on two replicas, several rounds); read or no-reply entries never", async () => {
+    const w = await world("nudges");
+    const [a, b, c] = w.seats as [(typeof w.seats)[number], (typeof w.seats)[number], (typeof w.seats)[number]];
+    const unread = await post(h, a.token, w.cubeId, "are you there?", [b.droneId, c.droneId]);
+    const fyi = await h.activity.appendEntry(
+      {
+        cubeId: w.cubeId,
+        message: "fyi only",
+        visibility: Visibility.DIRECT,
+        recipientDroneIds: [b.droneId],
+        expectsReply: false,
+      },
+      asBearer(a.token),
+    );
+    expect(fyi.entry?.expectsReply).toBe(false);
+    await h.activity.readUnread({ cubeId: w.cubeId }, asBearer(c.token)); // C reads it in time
+    const nudgesHere = (rounds: { nudges: { entryId: string; droneId: string }[] }[]) =>
+      rounds.flatMap((r) => r.nudges).filter((n) => n.entryId === unread.id || n.entryId === fyi.entry?.id);
+    clock.advance((NUDGE_S - 1) * 1000);
+    expect(nudgesHere(await Promise.all([h.service.livenessRound(), r2.service.livenessRound()]))).toEqual([]);
+    clock.advance(1000);
+    const first = nudgesHere(await Promise.all([h.service.livenessRound(), r2.service.livenessRound()]));
+    expect(first).toEqual([{ entryId: unread.id, droneId: b.droneId }]);
+    for (let i = 0; i < 3; i++) {
+      clock.advance(NUDGE_S * 1000);
+      expect(nudgesHere(await Promise.all([h.service.livenessRound(), r2.service.livenessRound()]))).toEqual([]);
+    }
+    expect(await notifications(h, w.cubeId, ["unread_nudge"])).toEqual([
+      { kind: "unread_nudge", recipient: b.droneId, n: 1 },
+    ]);
+    const receipts = (await h.activity.listReceipts({ cubeId: w.cubeId, entryId: unread.id }, asBearer(a.token)))
+      .receipts;
+    expect(receipts.map((r) => [r.droneId, r.nudgedAt !== undefined])).toEqual([
+      [b.droneId, true],
+      [c.droneId, false],
+    ]);
+    // B sees the nudge, text tagged [UNREAD].
+    const inbox = await h.activity.readUnread({ cubeId: w.cubeId }, asBearer(b.token));
+    const nudge = inbox.items.flatMap((i) =>
+      i.item.case === "notification" && i.item.value.kind === NotificationKind.UNREAD_NUDGE ? [i.item.value] : [],
+    );
+    expect(nudge.map((n) => [n.text, n.entryId])).toEqual([["[UNREAD] are you there?", unread.id]]);
+  });
+
+  it("threads: a reply notifies the thread's author and participants who can see it, ReadThread returns it in order, bad reply_to codes", async () => {
+    const w = await world("threads", 4);
+    const [a, b, c, d] = w.seats as [
+      (typeof w.seats)[number],
+      (typeof w.seats)[number],
+      (typeof w.seats)[number],
+      (typeof w.seats)[number],
+    ];
+    const reply = (token: string, to: string, message: string, recipients: string[] = []) =>
+      h.activity
+        .appendEntry(
+          {
+            cubeId: w.cubeId,
+            message,
+            visibility: recipients.length ? Visibility.DIRECT : Visibility.BROADCAST,
+            recipientDroneIds: recipients,
+            replyToEntryId: to,
+          },
+          asBearer(token),
+        )
+        .then((r) => r.entry as NonNullable<typeof r.entry>);
+    const root = await post(h, a.token, w.cubeId, "plan for the release?");
+    const r1 = await reply(b.token, root.id, "ship friday");
+    expect(r1.replyToEntryId).toBe(root.id);
+    expect(r1.threadRootEntryId).toBe(root.id);
+    clock.advance(31_000);
+    const r2e = await reply(c.token, r1.id, "agree");
+    expect(r2e.threadRootEntryId).toBe(root.id);
+    expect(r2e.replyToEntryId).toBe(r1.id);
+    clock.advance(31_000);
+    // A DIRECT reply to A only: B cannot see it, so B is not told.
+    const r3 = await reply(c.token, root.id, "psst, A only", [a.droneId]);
+    const replies = await notifications(h, w.cubeId, ["reply"]);
+    const byRecipient = (id: string) => replies.filter((n) => n.recipient === id).reduce((s, n) => s + n.n, 0);
+    expect(byRecipient(a.droneId)).toBe(3); // r1, r2, r3
+    expect(byRecipient(b.droneId)).toBe(1); // r2 (not r1: its own; not r3: cannot see it)
+    expect(byRecipient(c.droneId)).toBe(0); // its own replies; r1 came before it joined
+    expect(byRecipient(d.droneId)).toBe(0); // never posted in the thread
+    const notified = await h.sql<{ entry_id: string; recipient: string }>(
+      `SELECT entry_id::text, recipient_drone_ids[1]::text AS recipient FROM activity_items
+       WHERE cube_id = $1 AND notification_kind = 'reply' ORDER BY position`,
+      [w.cubeId],
+    );
+    expect(notified.map((n) => `${n.entry_id}>${n.recipient}`).sort()).toEqual(
+      [`${r1.id}>${a.droneId}`, `${r2e.id}>${a.droneId}`, `${r2e.id}>${b.droneId}`, `${r3.id}>${a.droneId}`].sort(),
+    );
+
+    // ReadThread from any reply: the root and the visible replies in order; paging.
+    const user = asBearer(w.t.userToken);
+    const whole = await h.activity.readThread({ cubeId: w.cubeId, entryId: r2e.id }, user);
+    expect(whole.root?.id).toBe(root.id);
+    expect(whole.root?.replyCount).toBe(3);
+    expect(whole.replies.map((e) => e.id)).toEqual([r1.id, r2e.id, r3.id]);
+    const asB = await h.activity.readThread({ cubeId: w.cubeId, entryId: root.id }, asBearer(b.token));
+    expect(asB.replies.map((e) => e.id)).toEqual([r1.id, r2e.id]);
+    const p1 = await h.activity.readThread({ cubeId: w.cubeId, entryId: root.id, pageSize: 2 }, user);
+    expect(p1.replies.map((e) => e.id)).toEqual([r1.id, r2e.id]);
+    expect(p1.nextPageToken).not.toBe("");
+    const p2 = await h.activity.readThread(
+      { cubeId: w.cubeId, entryId: root.id, pageSize: 2, pageToken: p1.nextPageToken },
+      user,
+    );
+    expect(p2.replies.map((e) => e.id)).toEqual([r3.id]);
+    expect(p2.nextPageToken).toBe("");
+    // A drone's ReadThread marks its receipts read (A got a receipt for r3 as a DIRECT recipient).
+    await h.activity.readThread({ cubeId: w.cubeId, entryId: root.id }, asBearer(a.token));
+    const r3receipts = (await h.activity.listReceipts({ cubeId: w.cubeId, entryId: r3.id }, asBearer(c.token)))
+      .receipts;
+    expect(r3receipts.map((r) => [r.droneId, r.readAt !== undefined])).toEqual([[a.droneId, true]]);
+
+    // Bad reply_to: malformed INVALID_ARGUMENT; unknown, invisible, a notification or another cube's NOT_FOUND.
+    await expectStatus(reply(b.token, "NOT-A-UUID", "x"), status.INVALID_ARGUMENT, "reply_to_entry_id");
+    await expectStatus(reply(b.token, crypto.randomUUID(), "x"), status.NOT_FOUND, "reply_to_entry_id");
+    await expectStatus(reply(b.token, r3.id, "x"), status.NOT_FOUND, "reply_to_entry_id");
+    const [aNotice] = await h.sql<{ id: string }>(
+      `SELECT id::text FROM activity_items WHERE cube_id = $1 AND item_type = 'notification' LIMIT 1`,
+      [w.cubeId],
+    );
+    await expectStatus(reply(b.token, aNotice?.id as string, "x"), status.NOT_FOUND, "reply_to_entry_id");
+    const other = await world("threads-other", 1);
+    const foreign = await post(h, other.seats[0]?.token as string, other.cubeId, "elsewhere");
+    await expectStatus(reply(b.token, foreign.id, "x"), status.NOT_FOUND, "reply_to_entry_id");
+    await expectStatus(h.activity.readThread({ cubeId: w.cubeId, entryId: foreign.id }, user), status.NOT_FOUND);
+  });
+
+  it("two drones acking each other's entries and replying 'ack' in a loop produce a bounded, counted number of notifications", async () => {
+    const w = await world("storm", 2);
+    const [a, b] = w.seats as [(typeof w.seats)[number], (typeof w.seats)[number]];
+    let lastA = await post(h, a.token, w.cubeId, "status: build green");
+    let lastB = await post(h, b.token, w.cubeId, "status: tests green");
+    const round = async () => {
+      await h.activity.ackEntry({ cubeId: w.cubeId, entryId: lastB.id }, asBearer(a.token));
+      await r2.activity.ackEntry({ cubeId: w.cubeId, entryId: lastA.id }, asBearer(b.token));
+      const ra = await h.activity.appendEntry(
+        { cubeId: w.cubeId, message: "ack", visibility: Visibility.BROADCAST, replyToEntryId: lastB.id },
+        asBearer(a.token),
+      );
+      const rb = await r2.activity.appendEntry(
+        { cubeId: w.cubeId, message: "ack", visibility: Visibility.BROADCAST, replyToEntryId: ra.entry?.id },
+        asBearer(b.token),
+      );
+      lastA = ra.entry as typeof lastA;
+      lastB = rb.entry as typeof lastB;
+    };
+    for (let i = 0; i < 25; i++) await round();
+    const count = async () => (await notifications(h, w.cubeId, ["ack", "reply"])).reduce((s, n) => s + n.n, 0);
+    // Within one 30 s window: one ACK and one REPLY each way.
+    expect(await count()).toBe(4);
+    expect((await notifications(h, w.cubeId, ["ack", "reply"])).every((n) => n.n === 1)).toBe(true);
+    // A window later, one more of each way at most.
+    clock.advance(30_000);
+    for (let i = 0; i < 25; i++) await round();
+    expect(await count()).toBe(8);
+    // The acks themselves are all recorded.
+    const acks = await h.sql<{ n: string }>(
+      `SELECT count(*) AS n FROM acks k JOIN activity_items e ON e.id = k.entry_id WHERE e.cube_id = $1`,
+      [w.cubeId],
+    );
+    expect(Number(acks[0]?.n)).toBe(100);
+  });
+
+  it("quiet acks and acks of no-reply entries notify no one", async () => {
+    const w = await world("quiet", 2);
+    const [a, b] = w.seats as [(typeof w.seats)[number], (typeof w.seats)[number]];
+    const e1 = await post(h, a.token, w.cubeId, "one");
+    const quiet = await h.activity.ackEntry({ cubeId: w.cubeId, entryId: e1.id, quiet: true }, asBearer(b.token));
+    expect(quiet.newlyAcked).toBe(true);
+    expect(quiet.entry?.ackCount).toBe(1);
+    const e2 = await h.activity.appendEntry(
+      { cubeId: w.cubeId, message: "ok", visibility: Visibility.BROADCAST, expectsReply: false },
+      asBearer(a.token),
+    );
+    await h.activity.ackEntry({ cubeId: w.cubeId, entryId: e2.entry?.id as string }, asBearer(b.token));
+    expect(await notifications(h, w.cubeId, ["ack"])).toEqual([]);
+    // A plain ack still notifies.
+    const e3 = await post(h, a.token, w.cubeId, "three");
+    await h.activity.ackEntry({ cubeId: w.cubeId, entryId: e3.id }, asBearer(b.token));
+    expect(await notifications(h, w.cubeId, ["ack"])).toEqual([{ kind: "ack", recipient: a.droneId, n: 1 }]);
+  });
+
+  it("questions go to the live human seats, stay open until a user or human seat replies", async () => {
+    const w = await world("questions", 1);
+    const a = w.seats[0] as (typeof w.seats)[number];
+    const user = asBearer(w.t.userToken);
+    // No human seat yet: DIRECT with no recipients is allowed (users see every entry).
+    const lonely = await h.activity.appendEntry(
+      { cubeId: w.cubeId, message: "anyone?", visibility: Visibility.DIRECT, askHuman: true },
+      asBearer(a.token),
+    );
+    expect(lonely.entry?.question).toBe(true);
+    expect(lonely.entry?.recipientDroneIds).toEqual([]);
+    const { role } = await h.cube.createRole({ cubeId: w.cubeId, name: "human", humanSeat: true }, user);
+    const human = await seat(h, w.owner.token, w.cubeId, role?.id);
+    const asked = await h.activity.appendEntry(
+      { cubeId: w.cubeId, message: "may I drop table users?", visibility: Visibility.DIRECT, askHuman: true },
+      asBearer(a.token),
+    );
+    const q = asked.entry as NonNullable<typeof asked.entry>;
+    expect(q.recipientDroneIds).toEqual([human.droneId]);
+    expect(q.question).toBe(true);
+    let open = await h.activity.listQuestions({ cubeId: w.cubeId }, user);
+    expect(open.questions.map((x) => x.entry?.id)).toEqual([q.id, lonely.entry?.id]);
+    // A worker drone's reply does not answer it.
+    const other = await seat(h, w.owner.token, w.cubeId);
+    await h.activity.appendEntry(
+      {
+        cubeId: w.cubeId,
+        message: "no idea",
+        visibility: Visibility.DIRECT,
+        recipientDroneIds: [a.droneId],
+        replyToEntryId: lonely.entry?.id,
+      },
+      asBearer(a.token),
+    );
+    void other;
+    // The human seat answers (as a reply); a user answers the other.
+    const answer = await h.activity.appendEntry(
+      {
+        cubeId: w.cubeId,
+        message: "no.",
+        visibility: Visibility.DIRECT,
+        recipientDroneIds: [a.droneId],
+        replyToEntryId: q.id,
+      },
+      asBearer(human.token),
+    );
+    open = await h.activity.listQuestions({ cubeId: w.cubeId }, user);
+    expect(open.questions.map((x) => x.entry?.id)).toEqual([lonely.entry?.id]);
+    const userAnswer = await h.activity.appendEntry(
+      { cubeId: w.cubeId, message: "hi", visibility: Visibility.BROADCAST, replyToEntryId: lonely.entry?.id },
+      user,
+    );
+    expect((await h.activity.listQuestions({ cubeId: w.cubeId }, user)).questions).toEqual([]);
+    const all = await h.activity.listQuestions({ cubeId: w.cubeId, includeAnswered: true }, asBearer(a.token));
+    expect(all.questions.map((x) => [x.entry?.id, x.answer?.id])).toEqual([
+      [q.id, answer.entry?.id],
+      [lonely.entry?.id, userAnswer.entry?.id],
+    ]);
+    // The asking drone's thread read returns the answer.
+    const thread = await h.activity.readThread({ cubeId: w.cubeId, entryId: q.id }, asBearer(a.token));
+    expect(thread.replies.map((e) => e.message)).toEqual(["no."]);
+  });
+
+  it("seat state: only changes are recorded, as one BROADCAST entry; every drone list shows it; machine_id is kept", async () => {
+    const t = await newTenant(h, "seat-state");
+    const owner = await newClient(h, t.userToken, "owner");
+    const watcher = await newClient(h, t.userToken, "watcher");
+    const { cubeId } = await newCube(h, owner.token, "cube", { canBroadcast: false });
+    await grant(h, t.userToken, watcher.id, cubeId, CubeAccess.READ);
+    const machineId = crypto.randomUUID();
+    const attached = await h.cube.attachSeat({ cubeId, hostname: "box", machineId }, asBearer(owner.token));
+    expect(attached.drone?.machineId).toBe(machineId);
+    const a = { token: attached.sessionToken, droneId: attached.drone?.id as string };
+    const observer = await seat(h, watcher.token, cubeId);
+    const entries = async () =>
+      Number(
+        (
+          await h.sql<{ n: string }>(
+            `SELECT count(*) AS n FROM activity_items WHERE cube_id = $1 AND item_type = 'entry'`,
+            [cubeId],
+          )
+        )[0]?.n,
+      );
+    clock.advance(1000);
+    const set = await h.cube.setSeatState(
+      { cubeId, state: SeatState.WAITING, note: "on CI run 42" },
+      asBearer(a.token),
+    );
+    expect(set.changed).toBe(true);
+    expect(set.drone?.state).toBe(SeatState.WAITING);
+    expect(set.drone?.stateNote).toBe("on CI run 42");
+    expect(set.entry?.seatState?.state).toBe(SeatState.WAITING);
+    expect(set.entry?.seatState?.note).toBe("on CI run 42");
+    expect(set.entry?.visibility).toBe(Visibility.BROADCAST);
+    expect(set.entry?.expectsReply).toBe(false);
+    expect(await entries()).toBe(1);
+    const changedAt = set.drone?.stateChangedAt?.seconds;
+    clock.advance(5000);
+    const same = await h.cube.setSeatState(
+      { cubeId, state: SeatState.WAITING, note: "on CI run 42" },
+      asBearer(a.token),
+    );
+    expect(same.changed).toBe(false);
+    expect(same.entry).toBeUndefined();
+    expect(same.drone?.stateChangedAt?.seconds).toBe(changedAt);
+    expect(await entries()).toBe(1);
+    // An observer may set its own seat too.
+    const obs = await h.cube.setSeatState({ cubeId, state: SeatState.BLOCKED, note: "" }, asBearer(observer.token));
+    expect(obs.changed).toBe(true);
+    expect(await entries()).toBe(2);
+    // Lists show it.
+    const list = await h.cube.listDrones({ cubeId }, asBearer(t.userToken));
+    const mine = list.drones.find((d) => d.id === a.droneId);
+    expect(mine?.state).toBe(SeatState.WAITING);
+    expect(mine?.machineId).toBe(machineId);
+    const since = await h.cube.dronesSince(
+      { cubeId, anchor: { case: "sinceEntryId", value: set.entry?.id as string } },
+      asBearer(t.userToken),
+    );
+    expect(since.drones.find((d) => d.id === observer.droneId)?.state).toBe(SeatState.BLOCKED);
+    // Not a drone session: FAILED_PRECONDITION; UNSPECIFIED: INVALID_ARGUMENT naming state.
+    await expectStatus(
+      h.cube.setSeatState({ cubeId, state: SeatState.IDLE }, asBearer(t.userToken)),
+      status.FAILED_PRECONDITION,
+    );
+    await expectStatus(
+      h.cube.setSeatState({ cubeId, state: SeatState.UNSPECIFIED }, asBearer(a.token)),
+      status.INVALID_ARGUMENT,
+      "state",
+    );
+    await expectStatus(
+      h.cube.setSeatState({ cubeId: crypto.randomUUID(), state: SeatState.IDLE }, asBearer(a.token)),
+      status.NOT_FOUND,
+    );
+  });
+});
