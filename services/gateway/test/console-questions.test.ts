@@ -2,6 +2,8 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import type { RunningCube } from "@unimatrix/cube";
+import { eventually } from "@unimatrix/service-kit/testing";
 import type { BrowserContext, Page } from "playwright-core";
 import { checkPage, launchChromium } from "./console-browser";
 import { call, type System, seedTenant, startSystem } from "./system";
@@ -44,7 +46,7 @@ describe("console: questions, threads, receipts, claims, seat state", () => {
     execFileSync(process.execPath, [join(GATEWAY, "scripts", "build-web.mjs")], { stdio: "ignore" });
     mkdirSync(resolve(__dirname, "../../../test-artifacts/console"), { recursive: true });
     system = await startSystem("gw_console_questions");
-    team = await seedTenant(system, "qa", 2);
+    team = await seedTenant(system, "qa", 3);
     const humanRole = await call<{ role: { id: string } }>(
       system,
       `${CUBE}/CreateRole`,
@@ -253,5 +255,56 @@ describe("console: questions, threads, receipts, claims, seat state", () => {
     expect(await row.locator("td.last-seen time").count()).toBe(1);
     await page.locator("[role=log] li.seat-change").getByText("now waiting: on the release notes review").waitFor();
     await checkPage(page, "questions-05-claims-seat-state");
+  }, 60_000);
+
+  it("shows a claim gone stale when its holder's session ends, and takes it over with the next fence", async () => {
+    const holderClient = team.clients[2]!;
+    const holder = await call<{ sessionToken: string; drone: { id: string; label: string } }>(
+      system,
+      `${CUBE}/AttachSeat`,
+      { cubeId: team.cubeId, roleId: team.roleId },
+      holderClient.token,
+    );
+    const posted = await as<{ entry: WireEntry }>(holder.sessionToken, `${ACTIVITY}/AppendEntry`, {
+      message: "I take the parser refactor.",
+      visibility: "VISIBILITY_BROADCAST",
+    });
+    await as(holder.sessionToken, `${ACTIVITY}/ClaimEntry`, { entryId: posted.entry.id });
+    // The holder's session ends (its client's credential is rotated); the cube's liveness scan
+    // (run here rather than waiting for its timer; the timer may win, either way once) finds the
+    // claim stale.
+    await call(
+      system,
+      "unimatrix.cube.v1.IdentityService/RotateClientCredential",
+      { clientId: holderClient.id },
+      team.user,
+    );
+    await (system.cube as RunningCube).livenessRound();
+    const claimOf = async () =>
+      (
+        await as<{ root: { claim?: { state?: string; fence?: string } } }>(team.user, `${ACTIVITY}/ReadThread`, {
+          entryId: posted.entry.id,
+        })
+      ).root.claim;
+    await eventually(async () => (await claimOf())?.state === "CLAIM_STATE_STALE", "the claim to turn stale", 10_000);
+    expect(await claimOf()).toMatchObject({ state: "CLAIM_STATE_STALE", fence: "1" });
+
+    await page.reload();
+    const item = page.locator(`[role=log] li[data-entry-id="${posted.entry.id}"]`);
+    const claim = item.locator(".claim");
+    await claim.waitFor();
+    expect(await claim.getAttribute("data-claim-state")).toBe("stale");
+    expect(await claim.textContent()).toBe(`⚑ claimed by ${holder.drone.label} · fence 1 · stale since just now`);
+    await item.getByRole("button", { name: "Take over" }).click();
+    await item.locator('.claim[data-claim-state=held][data-fence="2"]').waitFor();
+    expect(await item.locator(".claim").textContent()).toMatch(
+      /^⚑ claimed by qa admin · fence 2 · held stale in \d+ min$/,
+    );
+    expect(await item.getByRole("button", { name: "Take over" }).count()).toBe(0);
+    const fence = (n: number) =>
+      as<{ holds?: boolean }>(team.user, `${ACTIVITY}/CheckFence`, { entryId: posted.entry.id, fence: String(n) });
+    expect((await fence(1)).holds ?? false).toBe(false);
+    expect((await fence(2)).holds).toBe(true);
+    await checkPage(page, "questions-06-taken-over");
   }, 60_000);
 });

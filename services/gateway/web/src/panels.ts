@@ -156,7 +156,7 @@ export function entryItem(entry: Entry, options: EntryOptions): HTMLLIElement {
     actions.append(
       h("button", { type: "button", class: "small", onclick: () => act("ReleaseClaim", entry) }, "Release"),
     );
-  } else if (options.canWrite && seatDroneId !== undefined && claim?.state === "stale") {
+  } else if (options.canWrite && claim?.state === "stale") {
     actions.append(
       h("button", { type: "button", class: "small", onclick: () => act("TakeOverClaim", entry) }, "Take over"),
     );
