@@ -307,4 +307,49 @@ describe("console: questions, threads, receipts, claims, seat state", () => {
     expect((await fence(2)).holds).toBe(true);
     await checkPage(page, "questions-06-taken-over");
   }, 60_000);
+
+  it("a person in a human seat answers a question to the humans, and the answer leaves the seat itself out", async () => {
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByLabel("Access token").fill(team.clients[1]!.token);
+    await page.keyboard.press("Enter");
+    await page.getByRole("link", { name: "qa cube", exact: true }).click();
+    await page.getByLabel("Role", { exact: true }).selectOption({ label: "operator (human seat)" });
+    await page.getByRole("button", { name: "Take seat" }).click();
+    await page.getByRole("heading", { name: "Your seat" }).waitFor();
+    const seatLabel = (await page.locator(".seat strong").textContent()) ?? "";
+    await page.locator("#stream-status[data-state=live]").waitFor();
+    const seated = await call<{ drones: { id: string; label: string }[] }>(
+      system,
+      `${CUBE}/ListDrones`,
+      { cubeId: team.cubeId },
+      team.user,
+    );
+    const seatDrone = seated.drones.find((d) => d.label === seatLabel)!;
+
+    // DIRECT with no recipients: the question goes to the live human seats, this one among them.
+    const asked = await as<{ entry: WireEntry }>(asker.sessionToken, `${ACTIVITY}/AppendEntry`, {
+      message: "Is the staging database safe to reset?",
+      visibility: "VISIBILITY_DIRECT",
+      askHuman: true,
+    });
+    expect(asked.entry.recipientDroneIds?.sort()).toEqual([operator.drone.id, seatDrone.id].sort());
+    const row = page
+      .getByRole("region", { name: "Questions to answer" })
+      .locator(`li[data-question-id="${asked.entry.id}"]`);
+    await row.getByText("Is the staging database safe to reset?").waitFor();
+    await page.locator(`[role=log] li[data-entry-id="${asked.entry.id}"]`).waitFor();
+    const box = row.getByRole("textbox", { name: `Answer ${asker.drone.label}` });
+    await box.click();
+    expect(await row.locator(".help").textContent()).toBe(
+      `Your answer goes to ${asker.drone.label}, ${operator.drone.label} (direct).`,
+    );
+    await box.fill("Yes, nobody uses it today.");
+    await box.press("Control+Enter");
+    await row.waitFor({ state: "detached" });
+    const read = await thread(asked.entry.id);
+    expect(read.replies?.map((r) => [r.message, r.author?.droneId, r.recipientDroneIds])).toEqual([
+      ["Yes, nobody uses it today.", seatDrone.id, [asker.drone.id, operator.drone.id]],
+    ]);
+    await checkPage(page, "questions-07-human-seat");
+  }, 60_000);
 });
