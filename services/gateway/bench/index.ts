@@ -3,7 +3,9 @@
 //     gRPC vs a bare HTTP echo server (the floor of an HTTP round trip from this client);
 //  2. SSE fan-out growth: 100, 1,000, 2,000, 5,000 open streams on one gateway (as many as the
 //     machine holds), append→delivery latency at a fixed append rate, every delivery checked to
-//     arrive exactly once on every stream. Prints `BENCH` lines.
+//     arrive exactly once on every stream;
+//  3. the MCP token economy (mcp-economy.ts): a scripted agent session's calls and characters.
+// Prints `BENCH` lines.
 // The system (four services on Postgres + Redis) runs in a child process, as `npm start` runs it,
 // so the client's CPU is not the server's.
 import { type ChildProcess, spawn } from "node:child_process";
@@ -23,6 +25,7 @@ import {
   uniqueName,
 } from "@unimatrix/service-kit/testing";
 import pg from "pg";
+import { mcpEconomy, printEconomy } from "./mcp-economy";
 
 const OPERATOR = "umx_operator_gatewaybench_0123456789abcdef";
 const KEY = "gateway-bench-internal-key-0123456789abcdef";
@@ -146,6 +149,9 @@ async function main() {
       { requestKey: crypto.randomUUID(), name: "bench", directive: "measure" },
       user,
     );
+
+    // 3 (first: it is short and needs a quiet system). The MCP token economy.
+    printEconomy(await mcpEconomy(gateway, OPERATOR));
 
     // 1. Unary.
     const body = JSON.stringify({ cubeId: cube.id });

@@ -18,6 +18,7 @@ const TOOLS = [
   "log_claim",
   "log_post",
   "log_read",
+  "log_wait",
   "machines_list",
   "seat_attach",
 ];
@@ -58,7 +59,7 @@ describe("gateway: MCP", () => {
     await system?.stop();
   });
 
-  it("offers exactly the thirteen tools, each with a JSON Schema for its input", async () => {
+  it("offers the thirteen original tools and log_wait, each with a JSON Schema for its input", async () => {
     const a = await agent(system, acme.clients[0]!.token);
     try {
       const { tools } = await a.client.listTools();
@@ -91,7 +92,8 @@ describe("gateway: MCP", () => {
       expect(c!.pushed.some((p) => p.entry?.id === directId)).toBe(false);
 
       const ack = await b!.tool("log_ack", { entry_id: directId });
-      expect(ack.structuredContent!.newly_acked).toBe(true);
+      expect(ack.structuredContent!.acked).toBe(true);
+      expect(ack.content[0]!.text).toBe("acked");
       await eventually(
         () =>
           a!.pushed.some(
@@ -139,11 +141,13 @@ describe("gateway: MCP", () => {
       const back = await away.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId, session_token: saved });
       expect(back.structuredContent).toMatchObject({ outcome: "reused", drone_id: droneId });
       const unread = await away.tool("log_read", { unread: true, page_size: 500 });
-      const items = (unread.structuredContent!.items ?? []) as { entry?: { message: string } }[];
-      expect(items.flatMap((i) => (i.entry ? [i.entry.message] : []))).toEqual([
-        "while you were out 1",
-        "while you were out 2",
+      const lines = unread.content[0]!.text.split("\n");
+      expect(lines[0]).toBe("2 unread");
+      expect(lines.slice(1).map((line) => line.replace(/^#\d+ worker-\d+ /, ""))).toEqual([
+        "→ all: while you were out 1",
+        "→ all: while you were out 2",
       ]);
+      expect((unread.structuredContent!.items as unknown[]).length).toBe(2);
     } finally {
       await poster.close();
       await away.close();
@@ -155,7 +159,9 @@ describe("gateway: MCP", () => {
     try {
       const unseated = await a.tool("log_post", { message: "nobody home" });
       expect(unseated.isError).toBe(true);
-      expect(unseated.content[0]!.text).toMatch(/INVALID_ARGUMENT: cube_id: required until you attach a seat/);
+      expect(unseated.content[0]!.text).toBe("FAILED_PRECONDITION: no seat yet: call seat_attach first");
+      const bare = await a.tool("drones_list");
+      expect(bare.content[0]!.text).toMatch(/^INVALID_ARGUMENT: cube_id: required until you attach a seat/);
       const foreign = await a.tool("cube_get", { cube_id: "00000000-0000-4000-8000-000000000000" });
       expect(foreign.isError).toBe(true);
       expect(foreign.content[0]!.text).toMatch(/^NOT_FOUND: /);
@@ -182,9 +188,9 @@ describe("gateway: MCP", () => {
       await a.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
       const seen = await a.tool("cube_get", { cube_id: other.cube.id });
       expect(seen.isError).toBeFalsy();
-      expect((seen.structuredContent!.cube as { name: string }).name).toBe("second cube");
+      expect(seen.content[0]!.text).toMatch(/^second cube: elsewhere$/m);
       const own = await a.tool("cube_get");
-      expect((own.structuredContent!.cube as { id: string }).id).toBe(acme.cubeId);
+      expect(own.content[0]!.text).toMatch(/^acme cube: /);
     } finally {
       await a.close();
     }
@@ -210,8 +216,8 @@ describe("gateway: MCP", () => {
     const links = createClient(LinkService, `127.0.0.1:${system.presence.port}`);
     const linked = async () => {
       const result = await a.tool("machines_list");
-      const machines = (result.structuredContent!.machines ?? []) as { id: string; linked?: boolean }[];
-      return machines.find((m) => m.id === machine.machine.id)?.linked === true;
+      const line = result.content[0]!.text.split("\n").find((l) => l.includes(machine.machine.id));
+      return line?.includes(": linked since") === true;
     };
     try {
       expect(await linked()).toBe(false);

@@ -9,7 +9,7 @@ import type { RateLimiter } from "../rate-limit";
 import { type PushDeps, servePush } from "./push";
 import { McpSession } from "./session";
 import type { SessionRecord } from "./session-store";
-import { registerTools } from "./tools";
+import { INSTRUCTIONS, leanToolList, registerTools } from "./tools";
 
 /** What the `/mcp` endpoint needs. */
 export interface McpDeps extends PushDeps {
@@ -59,8 +59,9 @@ export function mcpHandler(deps: McpDeps) {
     body: unknown,
   ) => {
     const session = new McpSession(deps, id, record, request.headers.authorization ?? "");
-    const server = new McpServer(SERVER_INFO, { capabilities: { logging: {} } });
+    const server = new McpServer(SERVER_INFO, { capabilities: { logging: {} }, instructions: INSTRUCTIONS });
     registerTools(server, session);
+    leanToolList(server);
     server.server.setRequestHandler(SetLevelRequestSchema, async (setLevel) => {
       await session.setLogLevel(setLevel.params.level);
       return {};

@@ -39,7 +39,8 @@ function notification(level: LoggingLevel, data: unknown) {
   return { jsonrpc: "2.0", method: "notifications/message", params: { level, logger: "unimatrix.activity", data } };
 }
 
-const step = ({ event }: SubscribeActivityResponse): Step => {
+/** How an activity stream event moves the resume position (shared with `log_wait`). */
+export const activityStep = ({ event }: SubscribeActivityResponse): Step => {
   switch (event.case) {
     case "entry":
     case "notification":
@@ -149,7 +150,7 @@ export async function servePush(
         for await (const { message } of follow({
           after,
           signal,
-          step,
+          step: activityStep,
           open: async (from) => {
             if (!first) deps.onResume?.();
             first = false;
@@ -162,7 +163,10 @@ export async function servePush(
           },
         })) {
           const { event } = message;
-          if (event.case === "entry" || event.case === "notification") {
+          if (event.case === "entry" && event.value.author?.droneId === seat.droneId) {
+            // The drone's own post is not pushed back to it (it knows what it said).
+            lastEventId = event.value.cursor;
+          } else if (event.case === "entry" || event.case === "notification") {
             const data =
               event.case === "entry"
                 ? { event: "entry", entry: toJson(EntrySchema, event.value) }

@@ -21,6 +21,8 @@ export interface SessionRecord {
   readonly seat?: SeatRecord | undefined;
   /** Where the seat started (the cube's head when it was attached): a push stream open at attach starts here. */
   readonly cursor?: string | undefined;
+  /** The drone's inbox position as this session last read it (where a filtered `log_wait` starts). */
+  readonly inbox?: string | undefined;
   /** The level set with `logging/setLevel` (push notifications below it are not sent). */
   readonly logLevel?: LoggingLevel | undefined;
 }

@@ -1,11 +1,30 @@
 import { status } from "@grpc/grpc-js";
 import type { CallToolResult, LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import { AttachSeatOutcome, type AttachSeatResponse } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
-import { DomainError, InvalidArgumentError, isServiceError, type Logger } from "@unimatrix/service-kit";
+import type { ActivityItem } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import {
+  DomainError,
+  FailedPreconditionError,
+  InvalidArgumentError,
+  isServiceError,
+  type Logger,
+} from "@unimatrix/service-kit";
 import type { EdgeAuthenticator, EdgeCaller } from "../auth";
 import { upstreamMetadata } from "../forward";
 import type { Upstreams } from "../upstreams";
-import type { McpSessionStore, SessionRecord } from "./session-store";
+import { isOwn } from "./format";
+import type { McpSessionStore, SeatRecord, SessionRecord } from "./session-store";
+
+/** One read of the drone's inbox, without its own entries. */
+export interface UnreadPage {
+  readonly items: ActivityItem[];
+  /** The new inbox position. */
+  readonly cursor: string;
+  readonly hasMore: boolean;
+}
+
+/** How many unread items one read returns by default ("an ordinary absence" in one call). */
+export const UNREAD_PAGE = 300;
 
 /** What a session needs from the gateway. */
 export interface McpSessionDeps {
@@ -60,6 +79,46 @@ export class McpSession {
     return this.#options(principal, signal);
   }
 
+  /** Call options acting as the drone, for a stream that may stay open `ms` (a wait). */
+  async asActorFor(ms: number, signal?: AbortSignal) {
+    const options = await this.asActor(signal);
+    return { ...options, deadline: ms };
+  }
+
+  /** The seat, or FAILED_PRECONDITION saying to attach one (a tool without a `cube_id` input). */
+  requireSeat(): SeatRecord {
+    const seat = this.#record.seat;
+    if (!seat) throw new FailedPreconditionError("no seat yet: call seat_attach first");
+    return seat;
+  }
+
+  /**
+   * Reads the drone's inbox (`ReadUnread`, which advances it) without the drone's own entries,
+   * reading on while a page held only those; remembers the new position in the session (where a
+   * filtered `log_wait` starts, on any replica).
+   */
+  async readUnread(pageSize: number | undefined, signal?: AbortSignal): Promise<UnreadPage> {
+    const seat = this.requireSeat();
+    const want = pageSize ?? UNREAD_PAGE;
+    const items: ActivityItem[] = [];
+    let cursor = "";
+    let hasMore = false;
+    for (let round = 0; round < 10; round++) {
+      const reply = await this.upstreams.activity.readUnread(
+        { cubeId: seat.cubeId, pageSize: Math.min(500, want - items.length) },
+        await this.asActor(signal),
+      );
+      items.push(...reply.items.filter((item) => !isOwn(item, seat.droneId)));
+      cursor = reply.cursor;
+      hasMore = reply.hasMore;
+      if (!hasMore || items.length >= want) break;
+    }
+    if (cursor && cursor !== this.#record.inbox) {
+      this.#record = (await this.deps.sessions.update(this.id, { inbox: cursor })) ?? this.#record;
+    }
+    return { items, cursor, hasMore };
+  }
+
   /** As the drone for the seat's own cube; as the bearer for another cube the tool names. */
   asFor(cubeId: string | undefined, signal?: AbortSignal) {
     return cubeId === undefined || cubeId === this.#record.seat?.cubeId ? this.asActor(signal) : this.asCaller(signal);
@@ -78,7 +137,7 @@ export class McpSession {
    */
   async attach(
     cubeId: string,
-    roleId: string,
+    roleId: string | undefined,
     given: {
       priorDroneId?: string | undefined;
       sessionToken?: string | undefined;
@@ -87,12 +146,15 @@ export class McpSession {
     },
   ): Promise<AttachSeatResponse> {
     const current = this.#record.seat;
-    const held = current && current.cubeId === cubeId && current.roleId === roleId ? current.token : undefined;
+    const held =
+      current && current.cubeId === cubeId && (roleId === undefined || current.roleId === roleId)
+        ? current.token
+        : undefined;
     const saved = given.sessionToken ?? held;
     const reply = await this.upstreams.cube.attachSeat(
       {
         cubeId,
-        roleId,
+        roleId: roleId ?? "",
         hostname: given.hostname ?? "mcp",
         ...(saved ? { sessionToken: saved } : {}),
         ...(given.priorDroneId !== undefined ? { priorDroneId: given.priorDroneId } : {}),
@@ -101,10 +163,11 @@ export class McpSession {
     );
     if (reply.outcome === AttachSeatOutcome.SESSION_REJECTED || !reply.drone) return reply;
     const token = reply.outcome === AttachSeatOutcome.REUSED && saved ? saved : reply.sessionToken;
-    const seat = { cubeId, roleId, droneId: reply.drone.id, token };
+    const seat = { cubeId, roleId: reply.drone.roleId, droneId: reply.drone.id, token };
     const same = current?.cubeId === cubeId && current.droneId === seat.droneId;
     const cursor = same ? this.#record.cursor : await this.#head(seat, given.signal);
-    this.#record = (await this.deps.sessions.update(this.id, { seat, cursor })) ?? this.#record;
+    const inbox = same ? this.#record.inbox : undefined;
+    this.#record = (await this.deps.sessions.update(this.id, { seat, cursor, inbox })) ?? this.#record;
     return reply;
   }
 
@@ -154,10 +217,24 @@ export class McpSession {
   }
 }
 
+/** Contract field names a service error may name, as the tool inputs that carry them. */
+const INPUT_NAMES: Record<string, string> = {
+  recipient_drone_ids: "recipients",
+  reply_to_entry_id: "reply_to",
+  since_entry_id: "since",
+  since_time: "since",
+  page_token: "page_token",
+};
+
+/** An error message with a leading contract field name (`field: reason`) renamed to the tool input. */
+function asInputs(message: string): string {
+  return message.replace(/^([a-z_]+)(?=[:.[ ])/, (field) => INPUT_NAMES[field] ?? field);
+}
+
 /** `CODE: message` for a caller-visible error; undefined for an unexpected one. */
 function describe(error: unknown): string | undefined {
-  if (error instanceof DomainError) return `${status[error.code]}: ${error.message}`;
-  if (isServiceError(error)) return `${status[error.code]}: ${error.details}`;
+  if (error instanceof DomainError) return `${status[error.code]}: ${asInputs(error.message)}`;
+  if (isServiceError(error)) return `${status[error.code]}: ${asInputs(error.details)}`;
   return undefined;
 }
 

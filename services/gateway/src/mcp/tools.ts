@@ -1,12 +1,9 @@
-import { type DescMessage, type MessageShape, toJson } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult, ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import {
   AppendEntryRequestSchema,
   ClaimOutcome,
-  ListDecisionsResponseSchema,
-  ReadActivityResponseSchema,
-  ReadUnreadResponseSchema,
   RecordDecisionRequestSchema,
   ReleaseOutcome,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
@@ -14,126 +11,278 @@ import {
   AttachSeatOutcome,
   AttachSeatRequestSchema,
   GetCubeRequestSchema,
-  GetCubeResponseSchema,
-  ListCubesResponseSchema,
-  ListDronesResponseSchema,
   UpdateCubeRequestSchema,
-  UpdateCubeResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import {
-  ClaimSchema,
-  DecisionSchema,
-  EntrySchema,
-  RoleSchema,
+  type ActivityItem,
+  CubeAccess,
+  type Drone,
+  DronePosture,
+  RoleClass,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import {
-  GetPlacementRequestSchema,
-  GetPlacementResponseSchema,
-} from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
-import { ListMachinesResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { maxItems } from "@unimatrix/service-kit";
+import { GetPlacementRequestSchema } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
+import { InvalidArgumentError, maxItems, NotFoundError } from "@unimatrix/service-kit";
 import { z } from "zod";
 import { contractString } from "./contract-schema";
-import type { McpSession } from "./session";
+import {
+  claimNote,
+  cursorBefore,
+  positionOf,
+  preview,
+  renderItems,
+  shortTime,
+  stateName,
+  summaryLine,
+  unlabelled,
+  type Viewer,
+} from "./format";
+import type { McpSession, UnreadPage } from "./session";
+import { waitForUnread } from "./wait";
 
-// Every id of the contract carries the same rule (canonical lowercase UUID).
+/** What `initialize` tells the host about using these tools (a few lines: attach, read, wait, post). */
+export const INSTRUCTIONS = [
+  "Unimatrix: a team of agents working in a cube, talking through its activity log.",
+  "1. seat_attach {cube_id} takes a seat (a drone) and shows the directive; keep its session_token to resume the seat later.",
+  "2. log_read returns what reached you since you last read (one line per entry: #position author → audience: message).",
+  "3. log_wait blocks until something new arrives (use it when you have nothing to do; new activity is also pushed as log notifications).",
+  "4. log_post says something (to all, or to drones by label); log_ack / log_claim take an entry as #position or id.",
+].join("\n");
+
 const uuid = contractString(GetCubeRequestSchema, "cube_id");
-const pageSize = z.number().int().min(1).max(500).optional().describe("Most items to return (default 50).");
-const pageToken = z.string().optional().describe("next_page_token from a previous call.");
+const pageSize = z.number().int().positive().max(500).optional();
+const pageToken = z.string().max(1024).optional();
+/** An entry as its `#position` (what the lines show) or its id. */
+const entryRef = z
+  .string()
+  .regex(/^(#?[0-9]{1,15}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/)
+  .describe("#position or entry id");
 
-/** Canonical protobuf JSON of a message, as structured content. */
-function json<D extends DescMessage>(schema: D, message: MessageShape<D>): Record<string, unknown> {
-  return toJson(schema, message, { alwaysEmitImplicit: false }) as Record<string, unknown>;
-}
+const items = z.array(z.object({ n: z.number(), id: z.string().optional(), notice: z.string().optional() }));
+
+const READ: ToolAnnotations = {
+  readOnlyHint: true,
+  destructiveHint: false,
+  idempotentHint: true,
+  openWorldHint: false,
+};
+const WRITE: ToolAnnotations = {
+  readOnlyHint: false,
+  destructiveHint: false,
+  idempotentHint: false,
+  openWorldHint: false,
+};
+const IDEMPOTENT: ToolAnnotations = { ...WRITE, idempotentHint: true };
 
 function ok(text: string, structured: Record<string, unknown>): CallToolResult {
   return { content: [{ type: "text", text }], structuredContent: structured };
 }
 
-/** Registers exactly the thirteen Unimatrix tools on an MCP server bound to one session. */
+const ACCESS: Record<CubeAccess, string> = {
+  [CubeAccess.UNSPECIFIED]: "",
+  [CubeAccess.READ]: "read",
+  [CubeAccess.WRITE]: "write",
+  [CubeAccess.MANAGE]: "manage",
+};
+
+/** Rendering context for the seat: its drone and the labels of the drones the items name. */
+async function viewerFor(session: McpSession, list: readonly ActivityItem[], signal: AbortSignal): Promise<Viewer> {
+  const droneId = session.record.seat?.droneId;
+  const base: Viewer = { droneId, labels: new Map() };
+  if (unlabelled(list, base).length === 0) return base;
+  const drones = await listDrones(session, undefined, signal);
+  return { droneId, labels: new Map(drones.map((d) => [d.id, d.label])) };
+}
+
+async function listDrones(session: McpSession, cubeId: string | undefined, signal: AbortSignal): Promise<Drone[]> {
+  const reply = await session.upstreams.cube.listDrones(
+    { cubeId: session.cubeId(cubeId), pageSize: 500 },
+    await session.asFor(cubeId, signal),
+  );
+  return reply.drones;
+}
+
+/** The entry id a reference names: an id as is; `#n` (or `n`) looked up as the entry at that position. */
+async function resolveEntry(session: McpSession, ref: string, field: string, signal: AbortSignal): Promise<string> {
+  if (ref.includes("-")) return ref;
+  const n = Number(ref.replace(/^#/, ""));
+  const cubeId = session.cubeId();
+  const page = await session.upstreams.activity.readActivity(
+    { cubeId, cursor: cursorBefore(cubeId, n), pageSize: 1 },
+    await session.asActor(signal),
+  );
+  const item = page.items[0]?.item;
+  if (item?.case === "entry" && positionOf(item.value.cursor) === n) return item.value.id;
+  throw new NotFoundError(`${field}: no entry #${n} visible to you`);
+}
+
+/** Drone ids for recipients given as ids or labels (labels resolved against the cube's drones). */
+async function resolveRecipients(session: McpSession, given: readonly string[], signal: AbortSignal) {
+  const isId = (value: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(value);
+  if (given.every(isId)) return [...given];
+  const byLabel = new Map((await listDrones(session, undefined, signal)).map((d) => [d.label, d.id]));
+  return given.map((value) => {
+    if (isId(value)) return value;
+    const id = byLabel.get(value);
+    if (!id) throw new InvalidArgumentError("recipients", `no live drone labelled ${value} (drones_list shows them)`);
+    return id;
+  });
+}
+
+/** The text and structured result of a list of activity items (a read, a wait). */
+async function itemsResult(
+  session: McpSession,
+  list: ActivityItem[],
+  head: string | undefined,
+  tail: Record<string, unknown>,
+  signal: AbortSignal,
+  summarize: (rendered: ReturnType<typeof renderItems>) => string,
+) {
+  const rendered = renderItems(list, await viewerFor(session, list, signal));
+  const lines = [summarize(rendered), ...rendered.map((r) => r.line)];
+  if (head) lines.push(head);
+  return ok(lines.join("\n"), { items: rendered.map((r) => r.data), ...tail });
+}
+
+/** How many decisions were recorded since the oldest of `list` (for a catch-up's summary line). */
+async function decisionsSince(session: McpSession, list: readonly ActivityItem[], signal: AbortSignal) {
+  const times = list.flatMap(({ item }) => (item.value?.createdAt ? [Number(item.value.createdAt.seconds)] : []));
+  if (times.length === 0) return 0;
+  const since = Math.min(...times);
+  const reply = await session.upstreams.activity.listDecisions(
+    { cubeId: session.cubeId(), pageSize: 50 },
+    await session.asActor(signal),
+  );
+  return reply.decisions.filter((d) => Number(d.createdAt?.seconds ?? 0) >= since).length;
+}
+
+async function unreadResult(session: McpSession, page: UnreadPage, signal: AbortSignal) {
+  const decisions = page.items.length > 0 ? await decisionsSince(session, page.items, signal) : 0;
+  return itemsResult(session, page.items, undefined, page.hasMore ? { more: true } : {}, signal, (rendered) =>
+    summaryLine(rendered, page.hasMore, { decisions }),
+  );
+}
+
+/** Registers the Unimatrix tools on an MCP server bound to one session. */
 export function registerTools(server: McpServer, session: McpSession): void {
-  const tool = <S extends z.ZodRawShape>(
+  const tool = <S extends z.ZodRawShape, O extends z.ZodRawShape>(
     name: string,
-    description: string,
-    inputSchema: S,
+    config: { title: string; description: string; annotations: ToolAnnotations; input: S; output: O },
     run: (input: z.infer<z.ZodObject<S>>, signal: AbortSignal) => Promise<CallToolResult>,
   ) => {
-    server.registerTool(name, { description, inputSchema }, (async (
-      input: z.infer<z.ZodObject<S>>,
-      extra: { signal: AbortSignal },
-    ) => session.guard(() => run(input, extra.signal), name)) as never);
+    server.registerTool(
+      name,
+      {
+        title: config.title,
+        description: config.description,
+        inputSchema: config.input,
+        outputSchema: config.output,
+        annotations: config.annotations,
+      },
+      (async (input: z.infer<z.ZodObject<S>>, extra: { signal: AbortSignal }) =>
+        session.guard(() => run(input, extra.signal), name)) as never,
+    );
   };
 
   tool(
     "cube_list",
-    "List the cubes you can see.",
-    { page_size: pageSize, page_token: pageToken },
+    {
+      title: "List cubes",
+      description: "The cubes you can see.",
+      annotations: READ,
+      input: { page_size: pageSize, page_token: pageToken },
+      output: { cubes: z.array(z.object({ id: z.string() })), next: z.string().optional() },
+    },
     async (input, signal) => {
       const reply = await session.upstreams.cube.listCubes(
         { pageSize: input.page_size ?? 0, pageToken: input.page_token ?? "" },
         await session.asCaller(signal),
       );
-      const names = reply.cubes.map((c) => `${c.name} (${c.id})`).join(", ") || "none";
-      return ok(`${reply.cubes.length} cube(s): ${names}`, json(ListCubesResponseSchema, reply));
+      const lines = reply.cubes.map((c) => `${c.name} (${c.id}, ${ACCESS[c.callerAccess]}): ${preview(c.directive)}`);
+      if (reply.nextPageToken) lines.push(`more: page_token ${reply.nextPageToken}`);
+      return ok(lines.join("\n") || "no cubes", {
+        cubes: reply.cubes.map((c) => ({ id: c.id })),
+        ...(reply.nextPageToken ? { next: reply.nextPageToken } : {}),
+      });
     },
   );
 
   tool(
     "cube_get",
-    "A cube's directive, taxonomy and roles. Defaults to the cube of your seat.",
-    { cube_id: uuid.optional() },
+    {
+      title: "Get a cube",
+      description: "A cube's directive, kinds and roles (default: your seat's).",
+      annotations: READ,
+      input: { cube_id: uuid.optional() },
+      output: { roles: z.array(z.object({ id: z.string(), name: z.string() })) },
+    },
     async (input, signal) => {
       const cubeId = session.cubeId(input.cube_id);
-      const options = await session.asFor(input.cube_id, signal);
       const [cube, roles] = await Promise.all([
-        session.upstreams.cube.getCube({ cubeId }, options),
+        session.upstreams.cube.getCube({ cubeId }, await session.asFor(input.cube_id, signal)),
         session.upstreams.cube.listRoles({ cubeId, pageSize: 500 }, await session.asFor(input.cube_id, signal)),
       ]);
-      const structured = { ...json(GetCubeResponseSchema, cube), roles: roles.roles.map((r) => json(RoleSchema, r)) };
-      return ok(
-        `${cube.cube?.name}: ${cube.cube?.directive || "(no directive)"}; ${roles.roles.length} role(s)`,
-        structured,
-      );
+      const flags = (r: (typeof roles.roles)[number]) =>
+        [
+          r.isDefault && "default",
+          r.roleClass === RoleClass.QUEEN && "queen",
+          r.humanSeat && "human seat",
+          r.canBroadcast && "broadcasts",
+        ].filter(Boolean);
+      const kinds = kindsOf(cube.cube?.taxonomyJson);
+      const lines = [
+        `${cube.cube?.name}: ${cube.cube?.directive || "(no directive)"}`,
+        ...(kinds ? [`kinds: ${kinds}`] : []),
+        ...roles.roles.map(
+          (r) =>
+            `role ${r.name} (${r.id}${flags(r).length ? `, ${flags(r).join(", ")}` : ""})${r.shortDescription ? `: ${r.shortDescription}` : ""}`,
+        ),
+      ];
+      return ok(lines.join("\n"), { roles: roles.roles.map((r) => ({ id: r.id, name: r.name })) });
     },
   );
 
   tool(
     "seat_attach",
-    "Take a seat (a drone) in a cube's role. After this, every call acts as that drone and new activity is pushed to you.",
     {
-      cube_id: uuid,
-      role_id: uuid,
-      prior_drone_id: uuid.optional().describe("Reattach to a drone you held before (when no live session holds it)."),
-      session_token: z
-        .string()
-        .regex(/^umx_drone_[A-Za-z0-9-]+_[A-Za-z0-9-]+$/, "must be a saved umx_drone_… session token")
-        .optional()
-        .describe("The session_token a previous seat_attach returned: resumes that seat (outcome reused)."),
-      hostname: contractString(AttachSeatRequestSchema, "hostname").optional(),
+      title: "Take a seat",
+      description:
+        "Take a seat (a drone) in a cube (role_id: default role). Shows the directive; later calls act as that drone.",
+      annotations: IDEMPOTENT,
+      input: {
+        cube_id: uuid,
+        role_id: uuid.optional(),
+        session_token: contractString(AttachSeatRequestSchema, "session_token")
+          .optional()
+          .describe("From an earlier seat_attach: resumes that seat"),
+        prior_drone_id: uuid.optional().describe("A drone you held before, to reattach"),
+      },
+      output: { outcome: z.string(), drone_id: z.string(), session_token: z.string().optional() },
     },
     async (input, signal) => {
       const reply = await session.attach(input.cube_id, input.role_id, {
         priorDroneId: input.prior_drone_id,
         sessionToken: input.session_token,
-        hostname: input.hostname,
         signal,
       });
       if (reply.outcome === AttachSeatOutcome.SESSION_REJECTED) {
         return {
           isError: true,
-          content: [{ type: "text", text: "SESSION_REJECTED: the saved seat session is no longer valid" }],
+          content: [{ type: "text", text: "SESSION_REJECTED: session_token is no longer valid; attach without it" }],
         };
       }
       const outcome = reply.outcome === AttachSeatOutcome.REUSED ? "reused" : "created";
-      const drone = reply.drone;
-      return ok(`Seat ${outcome}: you are ${drone?.label} (${drone?.id}) in role ${drone?.roleName}`, {
+      const drone = reply.drone!;
+      const { cube } = await session.upstreams.cube.getCube({ cubeId: input.cube_id }, await session.asActor(signal));
+      const lines = [
+        `Seat ${outcome}: you are ${drone.label} (role ${drone.roleName}) in ${cube?.name}.`,
+        `Directive: ${cube?.directive || "(none)"}`,
+        ...(reply.sessionToken ? [`session_token (keep it to resume this seat): ${reply.sessionToken}`] : []),
+        "Next: log_read (what waits for you), log_wait (wait for more).",
+      ];
+      return ok(lines.join("\n"), {
         outcome,
-        drone_id: drone?.id ?? "",
-        label: drone?.label ?? "",
-        role: drone?.roleName ?? "",
-        cube_id: input.cube_id,
-        // Shown once, on a new session: keep it to resume this seat from a later MCP session.
+        drone_id: drone.id,
         ...(reply.sessionToken ? { session_token: reply.sessionToken } : {}),
       });
     },
@@ -141,185 +290,380 @@ export function registerTools(server: McpServer, session: McpSession): void {
 
   tool(
     "log_post",
-    "Post to the cube's activity log: broadcast to everyone, or direct to listed drones.",
     {
-      message: contractString(AppendEntryRequestSchema, "message"),
-      visibility: z.enum(["broadcast", "direct"]).default("broadcast"),
-      recipients: z
-        .array(contractString(AppendEntryRequestSchema, "recipient_drone_ids"))
-        .max(maxItems(AppendEntryRequestSchema, "recipient_drone_ids") ?? 100)
-        .optional()
-        .describe("Drone ids; required for direct."),
-      kind: contractString(AppendEntryRequestSchema, "kind")
-        .optional()
-        .describe("A message kind from the cube's taxonomy."),
+      title: "Post",
+      description: "Post to the log: to all, or to recipients (labels or ids).",
+      annotations: WRITE,
+      input: {
+        message: contractString(AppendEntryRequestSchema, "message"),
+        recipients: z
+          .array(z.string().min(1).max(64))
+          .max(maxItems(AppendEntryRequestSchema, "recipient_drone_ids") ?? 100)
+          .optional()
+          .describe("Makes it direct"),
+        kind: contractString(AppendEntryRequestSchema, "kind").optional().describe("From the cube's taxonomy"),
+      },
+      output: { n: z.number(), id: z.string() },
     },
     async (input, signal) => {
+      const seat = session.requireSeat();
+      const direct = (input.recipients?.length ?? 0) > 0;
+      const recipients = direct ? await resolveRecipients(session, input.recipients ?? [], signal) : [];
       const reply = await session.upstreams.activity.appendEntry(
         {
-          cubeId: session.cubeId(),
+          cubeId: seat.cubeId,
           message: input.message,
-          visibility: input.visibility === "direct" ? Visibility.DIRECT : Visibility.BROADCAST,
-          recipientDroneIds: input.recipients ?? [],
+          visibility: direct ? Visibility.DIRECT : Visibility.BROADCAST,
+          recipientDroneIds: recipients,
           ...(input.kind !== undefined ? { kind: input.kind } : {}),
         },
         await session.asActor(signal),
       );
-      return ok(`Posted ${input.visibility} entry ${reply.entry?.id}`, json(EntrySchema, reply.entry!));
+      const n = positionOf(reply.entry?.cursor ?? "");
+      return ok(`posted #${n}`, { n, id: reply.entry?.id ?? "" });
     },
   );
 
   tool(
     "log_read",
-    "Read the activity log. With unread: what reached you since you last read (your inbox); otherwise pages from a cursor.",
-    { unread: z.boolean().default(false), cursor: z.string().optional(), page_size: pageSize },
+    {
+      title: "Read the log",
+      description: "What reached you since you last read (≤300 items, summary first); with cursor: history after it.",
+      annotations: { ...WRITE, idempotentHint: false },
+      input: {
+        unread: z.boolean().optional().describe("Default: no cursor given"),
+        cursor: z.string().max(1024).optional().describe('"" = from the start'),
+        page_size: pageSize,
+      },
+      output: { items, more: z.boolean().optional(), cursor: z.string().optional() },
+    },
     async (input, signal) => {
-      const cubeId = session.cubeId();
-      if (input.unread) {
-        const reply = await session.upstreams.activity.readUnread(
-          { cubeId, pageSize: input.page_size ?? 0 },
-          await session.asActor(signal),
-        );
-        return ok(
-          `${reply.items.length} unread item(s)${reply.hasMore ? ", more waiting" : ""}`,
-          json(ReadUnreadResponseSchema, reply),
-        );
+      if (input.unread ?? input.cursor === undefined) {
+        return unreadResult(session, await session.readUnread(input.page_size, signal), signal);
       }
       const reply = await session.upstreams.activity.readActivity(
-        { cubeId, cursor: input.cursor ?? "", pageSize: input.page_size ?? 0 },
+        { cubeId: session.cubeId(), cursor: input.cursor ?? "", pageSize: input.page_size ?? 0 },
         await session.asActor(signal),
       );
-      return ok(
-        `${reply.items.length} item(s)${reply.hasMore ? `, more after ${reply.nextCursor}` : ""}`,
-        json(ReadActivityResponseSchema, reply),
+      return itemsResult(
+        session,
+        reply.items,
+        reply.hasMore ? `more: log_read cursor ${reply.nextCursor}` : undefined,
+        { cursor: reply.nextCursor, ...(reply.hasMore ? { more: true } : {}) },
+        signal,
+        (rendered) => `${rendered.length} item(s)`,
       );
     },
   );
 
-  tool("log_ack", "Acknowledge an entry; its author is told.", { entry_id: uuid }, async (input, signal) => {
-    const reply = await session.upstreams.activity.ackEntry(
-      { cubeId: session.cubeId(), entryId: input.entry_id },
-      await session.asActor(signal),
-    );
-    return ok(reply.newlyAcked ? "Acknowledged" : "Already acknowledged", {
-      newly_acked: reply.newlyAcked,
-      entry: json(EntrySchema, reply.entry!),
-    });
-  });
+  tool(
+    "log_wait",
+    {
+      title: "Wait for activity",
+      description:
+        "Wait (25 s, max 50) until something new reaches you; returns it like log_read. only=direct: entries to you.",
+      annotations: { ...WRITE, idempotentHint: false },
+      input: {
+        timeout_s: z.number().int().min(1).max(50).optional(),
+        only: z.enum(["direct"]).optional(),
+      },
+      output: { items, more: z.boolean().optional() },
+    },
+    async (input, signal) => {
+      const page = await waitForUnread(
+        session,
+        (input.timeout_s ?? 25) * 1000,
+        { direct: input.only === "direct" },
+        signal,
+      );
+      if (!page) return ok("nothing new", { items: [] });
+      return unreadResult(session, page, signal);
+    },
+  );
+
+  tool(
+    "log_ack",
+    {
+      title: "Acknowledge",
+      description: "Acknowledge an entry; its author is told.",
+      annotations: IDEMPOTENT,
+      input: { entry_id: entryRef },
+      output: { acked: z.boolean() },
+    },
+    async (input, signal) => {
+      const entryId = await resolveEntry(session, input.entry_id, "entry_id", signal);
+      const reply = await session.upstreams.activity.ackEntry(
+        { cubeId: session.cubeId(), entryId },
+        await session.asActor(signal),
+      );
+      return ok(reply.newlyAcked ? "acked" : "already acked", { acked: reply.newlyAcked });
+    },
+  );
 
   tool(
     "log_claim",
-    "Claim an entry exclusively (the audience is told), or release your claim.",
-    { entry_id: uuid, release: z.boolean().default(false) },
+    {
+      title: "Claim an entry",
+      description: "Claim an entry exclusively (the audience is told), or release your claim.",
+      annotations: IDEMPOTENT,
+      input: { entry_id: entryRef, release: z.boolean().optional() },
+      output: { outcome: z.string(), holder_drone_id: z.string().optional() },
+    },
     async (input, signal) => {
-      const target = { cubeId: session.cubeId(), entryId: input.entry_id };
+      const entryId = await resolveEntry(session, input.entry_id, "entry_id", signal);
+      const target = { cubeId: session.cubeId(), entryId };
+      const viewer: Viewer = { droneId: session.record.seat?.droneId, labels: new Map() };
       if (input.release) {
         const reply = await session.upstreams.activity.releaseClaim(target, await session.asActor(signal));
         const outcome = ReleaseOutcome[reply.outcome].toLowerCase();
-        return ok(`Release: ${outcome}`, {
+        const holder = reply.claim?.holderDroneId;
+        return ok(`${outcome}${claimNote(reply.claim, viewer)}`, {
           outcome,
-          ...(reply.claim ? { claim: json(ClaimSchema, reply.claim) } : {}),
+          ...(holder ? { holder_drone_id: holder } : {}),
         });
       }
       const reply = await session.upstreams.activity.claimEntry(target, await session.asActor(signal));
       const outcome = ClaimOutcome[reply.outcome].toLowerCase();
-      const holder = reply.claim?.holderDroneId ?? "";
-      const text = reply.outcome === ClaimOutcome.ALREADY_CLAIMED ? `already_claimed by ${holder}` : outcome;
-      return ok(`Claim: ${text}`, {
-        outcome,
-        holder_drone_id: holder,
-        ...(reply.claim ? { claim: json(ClaimSchema, reply.claim) } : {}),
-      });
+      // The holder is named only when it is someone else (the caller knows who it is).
+      const other = reply.outcome === ClaimOutcome.ALREADY_CLAIMED ? (reply.claim?.holderDroneId ?? "") : "";
+      const by = reply.claim?.holderLabel || other;
+      const fence = reply.claim?.fence ? `, fence ${reply.claim.fence}` : "";
+      const text = other ? `already_claimed by ${by}${fence}` : `${outcome}${fence}`;
+      return ok(text, { outcome, ...(other ? { holder_drone_id: other } : {}) });
     },
   );
 
   tool(
     "drones_list",
-    "The drones of a cube with posture and last seen. Defaults to your seat's cube.",
-    { cube_id: uuid.optional() },
+    {
+      title: "List drones",
+      description:
+        "The cube's drones: role, posture, state, last seen; since (#position, entry id, ISO time): who posted after it.",
+      annotations: READ,
+      input: {
+        cube_id: uuid.optional(),
+        since: z.string().max(64).optional(),
+      },
+      output: { drones: z.array(z.object({ id: z.string(), label: z.string() })) },
+    },
     async (input, signal) => {
-      const reply = await session.upstreams.cube.listDrones(
-        { cubeId: session.cubeId(input.cube_id), pageSize: 500 },
-        await session.asFor(input.cube_id, signal),
-      );
-      return ok(`${reply.drones.length} drone(s)`, json(ListDronesResponseSchema, reply));
+      const cubeId = session.cubeId(input.cube_id);
+      let drones: Drone[];
+      if (input.since !== undefined) {
+        const anchor = await sinceAnchor(session, input.since, input.cube_id, signal);
+        drones = (
+          await session.upstreams.cube.dronesSince({ cubeId, anchor }, await session.asFor(input.cube_id, signal))
+        ).drones;
+      } else {
+        drones = await listDrones(session, input.cube_id, signal);
+      }
+      const me = session.record.seat?.droneId;
+      const lines = drones.map((d) => {
+        const parts = [
+          d.roleName,
+          d.posture === DronePosture.OBSERVER ? "observer" : "participant",
+          d.live ? `seen ${shortTime(d.lastSeenAt)}` : "gone",
+          ...(d.lastLogPostAt ? [`posted ${shortTime(d.lastLogPostAt)}`] : []),
+          ...(input.since !== undefined ? [d.seenSince ? "posted since" : "silent since"] : []),
+          ...(d.state
+            ? [`${stateName(d.state)} since ${shortTime(d.stateChangedAt)}${d.stateNote ? ` (${d.stateNote})` : ""}`]
+            : []),
+        ];
+        return `${d.label}${d.id === me ? " (you)" : ""}: ${parts.join(", ")}`;
+      });
+      return ok(lines.join("\n") || "no drones", { drones: drones.map((d) => ({ id: d.id, label: d.label })) });
     },
   );
 
   tool(
     "decision_record",
-    "Record a decision, optionally tied to the entry it settles.",
     {
-      title: contractString(RecordDecisionRequestSchema, "title"),
-      rationale: contractString(RecordDecisionRequestSchema, "rationale").default(""),
-      entry_id: uuid.optional(),
+      title: "Record a decision",
+      description: "Record a decision (optionally on the entry it settles).",
+      annotations: WRITE,
+      input: {
+        title: contractString(RecordDecisionRequestSchema, "title"),
+        rationale: contractString(RecordDecisionRequestSchema, "rationale").optional(),
+        entry_id: entryRef.optional(),
+      },
+      output: { id: z.string() },
     },
     async (input, signal) => {
+      const entryId =
+        input.entry_id !== undefined ? await resolveEntry(session, input.entry_id, "entry_id", signal) : undefined;
       const reply = await session.upstreams.activity.recordDecision(
         {
           cubeId: session.cubeId(),
           title: input.title,
-          rationale: input.rationale,
-          ...(input.entry_id !== undefined ? { entryId: input.entry_id } : {}),
+          rationale: input.rationale ?? "",
+          ...(entryId !== undefined ? { entryId } : {}),
         },
         await session.asActor(signal),
       );
-      return ok(`Recorded decision ${reply.decision?.id}`, json(DecisionSchema, reply.decision!));
+      return ok("recorded", { id: reply.decision?.id ?? "" });
     },
   );
 
   tool(
     "decision_list",
-    "The cube's decisions, newest last.",
-    { page_size: pageSize, page_token: pageToken },
+    {
+      title: "List decisions",
+      description: "The cube's decisions, newest first.",
+      annotations: READ,
+      input: { page_size: pageSize, page_token: pageToken },
+      output: { decisions: z.array(z.object({ id: z.string() })), next: z.string().optional() },
+    },
     async (input, signal) => {
       const reply = await session.upstreams.activity.listDecisions(
         { cubeId: session.cubeId(), pageSize: input.page_size ?? 0, pageToken: input.page_token ?? "" },
         await session.asActor(signal),
       );
-      return ok(`${reply.decisions.length} decision(s)`, json(ListDecisionsResponseSchema, reply));
+      const lines = reply.decisions.map(
+        (d) =>
+          `${shortTime(d.createdAt)} ${d.author?.label || "someone"}: ${d.title}${d.rationale ? ` — ${preview(d.rationale, 200)}` : ""}`,
+      );
+      if (reply.nextPageToken) lines.push(`more: page_token ${reply.nextPageToken}`);
+      return ok(lines.join("\n") || "no decisions", {
+        decisions: reply.decisions.map((d) => ({ id: d.id })),
+        ...(reply.nextPageToken ? { next: reply.nextPageToken } : {}),
+      });
     },
   );
 
   tool(
     "directive_update",
-    "Replace a cube's directive (manage access). Defaults to your seat's cube.",
-    { directive: contractString(UpdateCubeRequestSchema, "directive"), cube_id: uuid.optional() },
+    {
+      title: "Update the directive",
+      description: "Replace a cube's directive (manage access).",
+      annotations: { ...IDEMPOTENT, destructiveHint: true },
+      input: { directive: contractString(UpdateCubeRequestSchema, "directive"), cube_id: uuid.optional() },
+      output: {},
+    },
     async (input, signal) => {
-      const reply = await session.upstreams.cube.updateCube(
+      await session.upstreams.cube.updateCube(
         { cubeId: session.cubeId(input.cube_id), directive: input.directive },
         await session.asFor(input.cube_id, signal),
       );
-      return ok("Directive updated", json(UpdateCubeResponseSchema, reply));
+      return ok("directive updated", {});
     },
   );
 
   tool(
     "machines_list",
-    "Your tenant's machines and whether each is linked now.",
-    { page_size: pageSize, page_token: pageToken },
+    {
+      title: "List machines",
+      description: "Your tenant's machines, linked or not.",
+      annotations: READ,
+      input: { page_size: pageSize, page_token: pageToken },
+      output: { machines: z.array(z.object({ id: z.string() })), next: z.string().optional() },
+    },
     async (input, signal) => {
       const reply = await session.upstreams.machine.listMachines(
         { pageSize: input.page_size ?? 0, pageToken: input.page_token ?? "" },
         await session.asCaller(signal),
       );
-      const linked = reply.machines.filter((m) => m.linked).length;
-      return ok(`${reply.machines.length} machine(s), ${linked} linked`, json(ListMachinesResponseSchema, reply));
+      const lines = reply.machines.map(
+        (m) => `${m.name} (${m.id}): ${m.linked ? "linked" : "unlinked"} since ${shortTime(m.presenceChangedAt)}`,
+      );
+      if (reply.nextPageToken) lines.push(`more: page_token ${reply.nextPageToken}`);
+      return ok(lines.join("\n") || "no machines", {
+        machines: reply.machines.map((m) => ({ id: m.id })),
+        ...(reply.nextPageToken ? { next: reply.nextPageToken } : {}),
+      });
     },
   );
 
   tool(
     "device_placement_get",
-    "Which device a root agent session is placed on.",
     {
-      root_session_id: contractString(GetPlacementRequestSchema, "root_session_id"),
+      title: "Get a placement",
+      description: "Which device a root agent session is placed on.",
+      annotations: READ,
+      input: { root_session_id: contractString(GetPlacementRequestSchema, "root_session_id") },
+      output: { device_id: z.string().optional() },
     },
     async (input, signal) => {
       const reply = await session.upstreams.placement.getPlacement(
         { rootSessionId: input.root_session_id },
         await session.asCaller(signal),
       );
-      return ok(`Placed on device ${reply.placement?.deviceId ?? "(none)"}`, json(GetPlacementResponseSchema, reply));
+      const device = reply.placement?.deviceId;
+      return ok(device ? `on device ${device}` : "not placed", device ? { device_id: device } : {});
     },
   );
+}
+
+/** The kinds a taxonomy allows, as one comma list (undefined without a taxonomy). */
+function kindsOf(taxonomy: string | undefined): string | undefined {
+  if (!taxonomy) return undefined;
+  try {
+    const parsed = JSON.parse(taxonomy) as { kinds?: unknown };
+    const given = parsed.kinds;
+    const kinds = Array.isArray(given) ? given : Object.keys(given && typeof given === "object" ? given : parsed);
+    return kinds.map((k) => (typeof k === "string" ? k : ((k as { name?: string }).name ?? ""))).join(", ");
+  } catch {
+    return undefined;
+  }
+}
+
+/** The DronesSince anchor a `since` input names: an entry (#n or id) or an ISO time. */
+async function sinceAnchor(session: McpSession, since: string, cubeId: string | undefined, signal: AbortSignal) {
+  if (/^#?[0-9]{1,15}$/.test(since) || /^[0-9a-f]{8}-[0-9a-f-]{27}$/.test(since)) {
+    if (cubeId !== undefined && cubeId !== session.record.seat?.cubeId && !since.includes("-")) {
+      throw new InvalidArgumentError("since", "a #position works only in your seat's cube; pass an entry id or time");
+    }
+    const id = await resolveEntry(session, since, "since", signal);
+    return { case: "sinceEntryId" as const, value: id };
+  }
+  const at = new Date(since);
+  if (Number.isNaN(at.getTime())) {
+    throw new InvalidArgumentError("since", "must be a #position, an entry id or an ISO time");
+  }
+  return { case: "sinceTime" as const, value: timestampFromDate(at) };
+}
+
+const UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$";
+
+/** A JSON Schema without what costs a host tokens and tells it nothing (`$schema`, closed-object flags). */
+function leanSchema(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(leanSchema);
+  if (!schema || typeof schema !== "object") return schema;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === "$schema" || (key === "additionalProperties" && value === false)) continue;
+    // The contract's id rule (canonical lowercase UUID) is checked in full on the server; the list says uuid.
+    if (key === "pattern" && value === UUID_PATTERN) out.format = "uuid";
+    // The contract's "no control characters" rule on text: checked on the server, not worth a line.
+    else if (key === "pattern" && typeof value === "string" && value.startsWith("^[^\\x00-")) continue;
+    else out[key] = leanSchema(value);
+  }
+  return out;
+}
+
+let leanList: unknown;
+
+/**
+ * `tools/list` kept lean (agents pay for it on every session): the SDK's list without `$schema`,
+ * `additionalProperties: false` and the default `execution`, UUID patterns as `format: uuid`
+ * (inputs are still checked against the full contract rule). The same for every session, so it is
+ * computed once per process.
+ */
+export function leanToolList(server: McpServer): void {
+  type Handler = (request: unknown, extra: unknown) => Promise<{ tools: Record<string, unknown>[] }>;
+  const handlers = (server.server as unknown as { _requestHandlers: Map<string, Handler> })._requestHandlers;
+  const original = handlers.get("tools/list");
+  if (!original) return;
+  handlers.set("tools/list", async (request, extra) => {
+    if (leanList === undefined) {
+      const { tools } = await original(request, extra);
+      leanList = {
+        tools: tools.map(({ execution: _execution, inputSchema, outputSchema, ...rest }) => ({
+          ...rest,
+          inputSchema: leanSchema(inputSchema),
+          ...(outputSchema ? { outputSchema: leanSchema(outputSchema) } : {}),
+        })),
+      };
+    }
+    return leanList as { tools: Record<string, unknown>[] };
+  });
 }

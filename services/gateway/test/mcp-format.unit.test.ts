@@ -1,0 +1,94 @@
+import { create } from "@bufbuild/protobuf";
+import {
+  ActivityItemSchema,
+  ClaimState,
+  EntrySchema,
+  NotificationKind,
+  NotificationSchema,
+  Visibility,
+} from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import { encodeCursor } from "../../cube/src/rules/cursor";
+import { cursorBefore, positionOf, renderItems, summaryLine } from "../src/mcp/format";
+
+const CUBE = "0f0e0d0c-0b0a-4908-8706-050403020100";
+const ME = "11111111-1111-4111-8111-111111111111";
+const PEER = "22222222-2222-4222-8222-222222222222";
+
+describe("MCP compact format", () => {
+  it("reads the position out of the cube service's own cursors, and writes the one before a position", () => {
+    for (const n of [1n, 2n, 41n, 123_456_789n]) {
+      expect(positionOf(encodeCursor(CUBE, n))).toBe(Number(n));
+      expect(cursorBefore(CUBE, Number(n) + 1)).toBe(encodeCursor(CUBE, n));
+    }
+    expect(cursorBefore(CUBE, 1)).toBe("");
+    expect(positionOf("not-a-cursor")).toBe(0);
+  });
+
+  it("renders one line per item: position, author, audience, kind, message; notifications name their entry", () => {
+    const entry = (n: bigint, fields: Record<string, unknown>) =>
+      create(ActivityItemSchema, {
+        item: {
+          case: "entry",
+          value: create(EntrySchema, {
+            id: `00000000-0000-4000-8000-00000000000${n}`,
+            cursor: encodeCursor(CUBE, n),
+            visibility: Visibility.BROADCAST,
+            ...fields,
+          }),
+        },
+      });
+    const items = [
+      entry(1n, { author: { droneId: PEER, label: "worker-2" }, message: "who takes the ledger?", kind: "task" }),
+      entry(2n, {
+        author: { droneId: PEER, label: "worker-2" },
+        message: "yours\nsecond line",
+        visibility: Visibility.DIRECT,
+        recipientDroneIds: [ME],
+        claim: { holderDroneId: ME, fence: 1n, state: ClaimState.HELD },
+      }),
+      entry(3n, { author: { droneId: ME, label: "worker-1" }, message: "on it", ackCount: 2 }),
+      create(ActivityItemSchema, {
+        item: {
+          case: "notification",
+          value: create(NotificationSchema, {
+            cursor: encodeCursor(CUBE, 4n),
+            kind: NotificationKind.CLAIM,
+            text: "[CLAIM] who takes the ledger?",
+            entryId: "00000000-0000-4000-8000-000000000001",
+            actorDroneId: PEER,
+          }),
+        },
+      }),
+      create(ActivityItemSchema, {
+        item: {
+          case: "notification",
+          value: create(NotificationSchema, {
+            cursor: encodeCursor(CUBE, 5n),
+            kind: NotificationKind.HEARTBEAT_PING,
+            text: "[PING] still there?",
+            actorRoleName: "unimatrix",
+          }),
+        },
+      }),
+    ];
+    const rendered = renderItems(items, { droneId: ME, labels: new Map([[PEER, "worker-2"]]) });
+    expect(rendered.map((r) => r.line)).toEqual([
+      "#1 worker-2 → all [task]: who takes the ledger?",
+      "#2 worker-2 → you: yours\n  second line [claimed by you, fence 1]",
+      "#3 you → all: on it (2 acks)",
+      "#4 claim by worker-2 on #1: who takes the ledger?",
+      "#5 ping by unimatrix: still there?",
+    ]);
+    expect(rendered.map((r) => r.data)).toEqual([
+      { n: 1, id: "00000000-0000-4000-8000-000000000001" },
+      { n: 2, id: "00000000-0000-4000-8000-000000000002" },
+      { n: 3, id: "00000000-0000-4000-8000-000000000003" },
+      { n: 4, notice: "claim", id: "00000000-0000-4000-8000-000000000001" },
+      { n: 5, notice: "ping" },
+    ]);
+    expect(summaryLine(rendered, false, { decisions: 2 })).toBe(
+      "5 unread: 1 direct to you, 1 claim(s), 1 ping(s); 2 new decision(s) (decision_list)",
+    );
+    expect(summaryLine([], true)).toBe("0+ unread; more: call log_read again");
+  });
+});
