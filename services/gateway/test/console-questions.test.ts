@@ -5,7 +5,7 @@ import { join, resolve } from "node:path";
 import type { RunningCube } from "@unimatrix/cube";
 import { eventually } from "@unimatrix/service-kit/testing";
 import type { BrowserContext, Page } from "playwright-core";
-import { checkPage, launchChromium } from "./console-browser";
+import { checkPage, launchChromium, mcpAgent } from "./console-browser";
 import { call, type System, seedTenant, startSystem } from "./system";
 
 const GATEWAY = resolve(__dirname, "..");
@@ -168,6 +168,54 @@ describe("console: questions, threads, receipts, claims, seat state", () => {
     await card.getByText("No open questions.").waitFor();
     expect(await card.locator(".question-count").textContent()).toBe("0 open questions");
   }, 90_000);
+
+  it("an agent on MCP asks, the question appears in the console, is answered there, and the agent's log_wait returns the answer", async () => {
+    const agent = await mcpAgent(system.url, team.clients[0]!.token);
+    try {
+      const seat = await agent.tool("seat_attach", { cube_id: team.cubeId, role_id: team.roleId });
+      const sessionToken = seat.session_token as string;
+      await agent.tool("log_read");
+      // Asked with the agent's own drone session (the seat the MCP session acts as).
+      const asked = await as<{ entry: WireEntry }>(sessionToken, `${ACTIVITY}/AppendEntry`, {
+        message: "Can I merge PR 77 before the freeze?",
+        visibility: "VISIBILITY_DIRECT",
+        askHuman: true,
+      });
+      expect(asked.entry.author?.droneId).toBe(seat.drone_id);
+      // The agent waits (a host that ignores notifications): log_wait blocks until the answer.
+      const waited: { text: string; structured: Record<string, unknown> }[] = [];
+      const waiting = (async () => {
+        const deadline = Date.now() + 60_000;
+        while (Date.now() < deadline) {
+          const got = await agent.result("log_wait", { timeout_s: 50 });
+          waited.push(got);
+          if (got.text.includes("Merge it; the freeze starts tomorrow.")) return got;
+        }
+        throw new Error(`log_wait never returned the answer: ${JSON.stringify(waited)}`);
+      })();
+
+      const card = page.getByRole("region", { name: "Questions to answer" });
+      const row = card.locator(`li[data-question-id="${asked.entry.id}"]`);
+      await row.getByText("Can I merge PR 77 before the freeze?").waitFor();
+      const label = (await row.locator(".author").textContent()) ?? "";
+      const box = row.getByRole("textbox", { name: `Answer ${label}` });
+      await box.click();
+      await page.keyboard.type("Merge it; the freeze starts tomorrow.");
+      await row.getByRole("button", { name: "Send answer" }).click();
+      await row.waitFor({ state: "detached" });
+
+      const got = await waiting;
+      const read = await as<{ root: WireEntry; replies?: WireEntry[] }>(sessionToken, `${ACTIVITY}/ReadThread`, {
+        entryId: asked.entry.id,
+      });
+      expect(read.replies?.map((r) => r.message)).toEqual(["Merge it; the freeze starts tomorrow."]);
+      const answerId = read.replies![0]!.id;
+      expect((got.structured.items as { id?: string }[]).some((i) => i.id === answerId)).toBe(true);
+      expect(read.replies![0]!.recipientDroneIds).toEqual([seat.drone_id, operator.drone.id]);
+    } finally {
+      await agent.close();
+    }
+  }, 120_000);
 
   it("opens a thread from its reply count, replies in it, and the drone reads the reply in order", async () => {
     const { questions } = await as<{ questions: { entry: WireEntry }[] }>(team.user, `${ACTIVITY}/ListQuestions`, {
