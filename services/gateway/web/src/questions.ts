@@ -1,6 +1,6 @@
 import { ApiError, CUBE, type Drone, type Entry, type Question, rpc } from "./api";
 import { openQuestions, questionCountText, replyPlan, touchesQuestions } from "./coordination";
-import { h, replace, time } from "./dom";
+import { h, time } from "./dom";
 
 /** What the questions card needs from its cube view. */
 export interface QuestionsOptions {
@@ -136,7 +136,12 @@ export function questionsCard(options: QuestionsOptions) {
     status.textContent =
       unavailable || (loaded && open.length === 0 ? "No open questions." : loaded ? "" : status.textContent);
     status.hidden = status.textContent === "";
-    replace(list, open.map(row));
+    // Rows are moved only where the order changed, so a focused answer box keeps its focus.
+    const wanted = open.map(row);
+    wanted.forEach((node, i) => {
+      if (list.children[i] !== node) list.insertBefore(node, list.children[i] ?? null);
+    });
+    while (list.children.length > wanted.length) list.lastElementChild?.remove();
   };
 
   const refresh = async () => {
