@@ -35,6 +35,7 @@ const row = (over: Partial<ActivityRow>): ActivityRow => ({
   answerEntryId: null,
   seatState: null,
   seatStateNote: null,
+  replyCount: 0,
   ...over,
 });
 

@@ -20,7 +20,9 @@ const TOOLS = [
   "log_read",
   "log_wait",
   "machines_list",
+  "receipts",
   "seat_attach",
+  "seat_state",
 ];
 
 interface Pushed {
@@ -59,7 +61,7 @@ describe("gateway: MCP", () => {
     await system?.stop();
   });
 
-  it("offers the thirteen original tools and log_wait, each with a JSON Schema for its input", async () => {
+  it("offers the thirteen original tools, log_wait, seat_state and receipts, each with a JSON Schema for its input", async () => {
     const a = await agent(system, acme.clients[0]!.token);
     try {
       const { tools } = await a.client.listTools();
@@ -162,6 +164,31 @@ describe("gateway: MCP", () => {
       expect(unseated.content[0]!.text).toBe("FAILED_PRECONDITION: no seat yet: call seat_attach first");
       const bare = await a.tool("drones_list");
       expect(bare.content[0]!.text).toMatch(/^INVALID_ARGUMENT: cube_id: required until you attach a seat/);
+      // A tool without a cube_id input never asks for one.
+      for (const [name, args] of [
+        ["log_ack", { entry_id: "#1" }],
+        ["log_read", { cursor: "" }],
+        ["decision_list", {}],
+      ] as const) {
+        expect((await a.tool(name, args)).content[0]!.text).toBe(
+          "FAILED_PRECONDITION: no seat yet: call seat_attach first",
+        );
+      }
+      // Errors name the tool's own inputs, not the contract's fields.
+      await a.tool("seat_attach", { cube_id: acme.cubeId });
+      const nobody = await a.tool("log_post", { message: "hi", recipients: ["nobody-9"] });
+      expect(nobody.content[0]!.text).toBe(
+        "INVALID_ARGUMENT: recipients: no live drone labelled nobody-9 (drones_list shows them)",
+      );
+      const stranger = await a.tool("log_post", {
+        message: "hi",
+        recipients: ["00000000-0000-4000-8000-000000000000"],
+      });
+      expect(stranger.content[0]!.text).toMatch(/^INVALID_ARGUMENT: recipients/);
+      const missing = await a.tool("log_ack", { entry_id: "#999999" });
+      expect(missing.content[0]!.text).toBe("NOT_FOUND: entry_id: no entry #999999 visible to you");
+      const since = await a.tool("drones_list", { since: "yesterday-ish" });
+      expect(since.content[0]!.text).toBe("INVALID_ARGUMENT: since: must be a #position, an entry id or an ISO time");
       const foreign = await a.tool("cube_get", { cube_id: "00000000-0000-4000-8000-000000000000" });
       expect(foreign.isError).toBe(true);
       expect(foreign.content[0]!.text).toMatch(/^NOT_FOUND: /);

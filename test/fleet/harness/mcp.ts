@@ -81,7 +81,10 @@ export class McpAgent {
   async attach(cubeId: string, roleId: string): Promise<string> {
     const result = await this.tool("seat_attach", { cube_id: cubeId, role_id: roleId });
     if (result.isError) throw new Error(`seat_attach failed: ${result.content[0]?.text}`);
-    return result.structuredContent!.drone_id as string;
+    const droneId = result.structuredContent!.drone_id as string;
+    // The gateway does not push a drone's own posts back to it.
+    this.record.ownDroneId = droneId;
+    return droneId;
   }
 
   /** Posts one broadcast with `log_post`; the acknowledged entry, or undefined (written to the ledger). */

@@ -29,12 +29,15 @@ function streamLine(record: StreamRecord, report: SequenceReport): string {
 /** Compares every stream with the truth and writes the closing numbers. */
 export function buildResult(
   scenario: Scenario,
-  truth: { log: string[]; transitions: Map<StreamRecord, string[]> },
+  truth: { log: string[]; transitions: Map<StreamRecord, string[]>; authors?: Map<string, string> },
 ): RunResult {
   const { fleet } = scenario;
   const logSet = new Set(truth.log);
   const ackedMissingFromLog = scenario.acked.filter((a) => !logSet.has(a.id)).map((a) => `${a.surface} ${a.message}`);
-  const activity = scenario.activity.map((r) => compareSequence(r.name, truth.log, r.keys()));
+  // An MCP session's truth is the log without its own drone's posts (the gateway does not push those back).
+  const truthFor = (r: StreamRecord) =>
+    r.ownDroneId ? truth.log.filter((id) => truth.authors?.get(id) !== r.ownDroneId) : truth.log;
+  const activity = scenario.activity.map((r) => compareSequence(r.name, truthFor(r), r.keys()));
   const presence = scenario.presence.map((r) => compareSequence(r.name, truth.transitions.get(r)!, r.keys()));
   const bySurface = new Map<string, number>();
   for (const a of scenario.acked) bySurface.set(a.surface, (bySurface.get(a.surface) ?? 0) + 1);

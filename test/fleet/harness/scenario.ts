@@ -238,12 +238,21 @@ export class Scenario {
    * After the load: the truth (the cube's log after genesis, the presence transitions after each
    * watcher's start), once every stream had the chance to deliver it (polled, with a deadline).
    */
-  async settle(timeoutMs = 30_000): Promise<{ log: string[]; transitions: Map<StreamRecord, string[]> }> {
+  async settle(
+    timeoutMs = 30_000,
+  ): Promise<{ log: string[]; transitions: Map<StreamRecord, string[]>; authors: Map<string, string> }> {
     const { world } = this;
-    const log = (await readLog(this.#activity, this.#token("grpcReader"), world.cubeId, this.genesis)).map((e) => e.id);
-    const last = log.at(-1);
+    const entries = await readLog(this.#activity, this.#token("grpcReader"), world.cubeId, this.genesis);
+    const log = entries.map((e) => e.id);
+    const authors = new Map(entries.map((e) => [e.id, e.authorDroneId]));
+    // Each stream's last entry (an MCP session is not sent its own drone's posts).
+    const lastFor = (r: StreamRecord) => log.filter((id) => !r.ownDroneId || authors.get(id) !== r.ownDroneId).at(-1);
     await poll(
-      () => this.activity.every((r) => last === undefined || r.keys().includes(last)),
+      () =>
+        this.activity.every((r) => {
+          const last = lastFor(r);
+          return last === undefined || r.keys().includes(last);
+        }),
       "every activity stream to deliver the last entry of the log",
       timeoutMs,
       200,
@@ -274,7 +283,7 @@ export class Scenario {
       timeoutMs,
       200,
     ).catch(() => {});
-    return { log, transitions };
+    return { log, transitions, authors };
   }
 
   /** Closes every stream and client. */

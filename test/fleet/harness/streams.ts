@@ -22,6 +22,8 @@ export class StreamRecord {
   readyCount = 0;
   /** Typed `going_away` events received (a draining replica asked it to resume elsewhere). */
   goingAway = 0;
+  /** The drone whose own posts this stream is not sent (an MCP session's seat). */
+  ownDroneId: string | undefined;
 
   constructor(
     /** e.g. `sse cube #1 (gateway-A)`. */

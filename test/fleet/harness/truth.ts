@@ -9,15 +9,20 @@ export async function readLog(
   token: string,
   cubeId: string,
   after: string,
-): Promise<{ id: string; message: string; cursor: string }[]> {
-  const entries: { id: string; message: string; cursor: string }[] = [];
+): Promise<{ id: string; message: string; cursor: string; authorDroneId: string }[]> {
+  const entries: { id: string; message: string; cursor: string; authorDroneId: string }[] = [];
   let cursor = after;
   for (;;) {
     const page = await client.readActivity({ cubeId, cursor, pageSize: 500 }, bearer(token, { deadline: 10_000 }));
     for (const item of page.items) {
       if (item.item.case === "entry") {
         const entry = item.item.value;
-        entries.push({ id: entry.id, message: entry.message, cursor: entry.cursor });
+        entries.push({
+          id: entry.id,
+          message: entry.message,
+          cursor: entry.cursor,
+          authorDroneId: entry.author?.droneId ?? "",
+        });
       }
     }
     if (!page.hasMore || page.nextCursor === cursor) return entries;

@@ -29,19 +29,10 @@ export async function labelOf(db: Tx, principal: Principal, s: CubeStanding): Pr
 export async function loadItems(db: PrismaClient | Tx, rows: readonly ActivityRow[]): Promise<ItemRow[]> {
   const entryIds = rows.filter((r) => r.itemType === "entry").map((r) => r.id);
   if (entryIds.length === 0) return rows.map((row) => ({ row, state: NO_REACTIONS }));
-  const rootIds = rows.filter((r) => r.itemType === "entry" && r.threadRootEntryId === null).map((r) => r.id);
-  const [acks, claims, replies] = await Promise.all([
+  const [acks, claims] = await Promise.all([
     db.ack.findMany({ where: { entryId: { in: entryIds } }, orderBy: [{ createdAt: "asc" }, { principalId: "asc" }] }),
     db.claim.findMany({ where: { entryId: { in: entryIds }, state: { not: "released" } } }),
-    rootIds.length === 0
-      ? Promise.resolve([])
-      : db.activityItem.groupBy({
-          by: ["threadRootEntryId"],
-          where: { threadRootEntryId: { in: rootIds } },
-          _count: { _all: true },
-        }),
   ]);
-  const replyCounts = new Map(replies.map((r) => [r.threadRootEntryId, r._count._all]));
   return rows.map((row): ItemRow => {
     if (row.itemType !== "entry") return { row, state: NO_REACTIONS };
     const mine = acks.filter((a) => a.entryId === row.id);
@@ -49,7 +40,7 @@ export async function loadItems(db: PrismaClient | Tx, rows: readonly ActivityRo
       ackCount: mine.length,
       ackedByDroneIds: mine.flatMap((a) => (a.droneId ? [a.droneId] : [])),
       claim: claims.find((c) => c.entryId === row.id) ?? null,
-      replyCount: replyCounts.get(row.id) ?? 0,
+      replyCount: row.replyCount,
     };
     return { row, state };
   });
@@ -140,6 +131,7 @@ export function blankEntry(): ActivityRow {
     answerEntryId: null,
     seatState: null,
     seatStateNote: null,
+    replyCount: 0,
   };
 }
 

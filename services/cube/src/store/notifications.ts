@@ -64,6 +64,7 @@ export async function insertNotifications(
       actorRoleName: n.actorRoleName ?? null,
       expectsReply: false,
       question: false,
+      replyCount: 0,
     })),
   });
   return written;

@@ -63,6 +63,7 @@ export async function afterReply(
   parent: ActivityRow,
 ): Promise<void> {
   const rootId = reply.threadRootEntryId as string;
+  await tx.$executeRaw`UPDATE activity_items SET reply_count = reply_count + 1 WHERE id = ${rootId}::uuid`;
   const authors = await tx.$queryRaw<{ id: string }[]>`
     SELECT DISTINCT author_drone_id::text AS id FROM activity_items
     WHERE cube_id = ${reply.cubeId}::uuid AND item_type = 'entry' AND author_drone_id IS NOT NULL
@@ -114,13 +115,15 @@ export async function noteDroneRead(
   leaseSeconds: number,
 ): Promise<void> {
   await db.$queryRaw`
-    WITH r AS (
-      UPDATE receipts SET read_at = ${now}
-      WHERE drone_id = ${droneId}::uuid AND entry_id = ANY(${[...entryIds]}::uuid[]) AND read_at IS NULL
-      RETURNING 1
-    ), c AS (
+    WITH c AS (
       UPDATE claims SET renewed_at = ${now}, stale_at = ${staleAtFor(now, leaseSeconds)}
       WHERE holder_drone_id = ${droneId}::uuid AND state = 'held' AND renewed_at < ${now}
+      RETURNING 1
+    ), r AS (
+      -- After the claims (every path locks claims before receipts).
+      UPDATE receipts SET read_at = ${now}
+      WHERE drone_id = ${droneId}::uuid AND entry_id = ANY(${[...entryIds]}::uuid[]) AND read_at IS NULL
+        AND (SELECT count(*) FROM c) >= 0
       RETURNING 1
     )
     SELECT (SELECT count(*) FROM r) AS read, (SELECT count(*) FROM c) AS renewed`;

@@ -120,7 +120,9 @@ export function renderEntry(entry: Entry, viewer: Viewer, positions?: ReadonlyMa
   const to = direct ? entry.recipientDroneIds.map((id) => label(viewer, id)).join(",") || "direct" : "all";
   const kind = entry.question ? " [question]" : entry.kind ? ` [${entry.kind}]` : "";
   const parent = entry.replyToEntryId ? positions?.get(entry.replyToEntryId) : undefined;
-  const reply = entry.replyToEntryId ? (parent ? ` re #${parent}` : ` re ${entry.replyToEntryId}`) : "";
+  // The parent's position when it is listed beside the reply; a reply needs no id to be answered or
+  // followed (reply_to / thread take the reply's own #position).
+  const reply = entry.replyToEntryId ? (parent ? ` re #${parent}` : " (reply)") : "";
   const state = entry.seatState ? ` (now ${stateName(entry.seatState.state)})` : "";
   const acks = entry.ackCount > 0 ? ` (${entry.ackCount} ack${entry.ackCount > 1 ? "s" : ""})` : "";
   const message = entry.message.replace(/\r?\n/g, "\n  ");
@@ -174,7 +176,12 @@ export function renderItems(items: readonly ActivityItem[], viewer: Viewer): Ren
   }
   return items.flatMap((item) => {
     if (item.item.case === "entry") return [renderEntry(item.item.value, viewer, positions)];
-    if (item.item.case === "notification") return [renderNotification(item.item.value, viewer, positions)];
+    if (item.item.case === "notification") {
+      // A reply notification says nothing its reply, listed beside it, does not.
+      const { kind, entryId } = item.item.value;
+      if (kind === NotificationKind.REPLY && positions.has(entryId)) return [];
+      return [renderNotification(item.item.value, viewer, positions)];
+    }
     return [];
   });
 }

@@ -124,11 +124,16 @@ export class McpSession {
     return cubeId === undefined || cubeId === this.#record.seat?.cubeId ? this.asActor(signal) : this.asCaller(signal);
   }
 
-  /** The cube a call is about: the one given, else the seat's. */
-  cubeId(given?: string): string {
+  /** The cube of a tool with a `cube_id` input: the one given, else the seat's (else `cube_id` is required). */
+  cubeFor(given: string | undefined): string {
     const cubeId = given ?? this.#record.seat?.cubeId;
     if (!cubeId) throw new InvalidArgumentError("cube_id", "required until you attach a seat with seat_attach");
     return cubeId;
+  }
+
+  /** The seat's cube, for a tool without a `cube_id` input (FAILED_PRECONDITION before seat_attach). */
+  cubeId(): string {
+    return this.requireSeat().cubeId;
   }
 
   /**

@@ -1,4 +1,5 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { status } from "@grpc/grpc-js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult, ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import {
@@ -6,23 +7,31 @@ import {
   ClaimOutcome,
   RecordDecisionRequestSchema,
   ReleaseOutcome,
+  RenewOutcome,
+  TakeOverOutcome,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import {
   AttachSeatOutcome,
   AttachSeatRequestSchema,
   GetCubeRequestSchema,
+  SetSeatStateRequestSchema,
   UpdateCubeRequestSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import {
   type ActivityItem,
+  ClaimState,
   CubeAccess,
+  DeliveryChannel,
   type Drone,
   DronePosture,
+  type Entry,
   RoleClass,
+  SeatState,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { GetPlacementRequestSchema } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
 import { InvalidArgumentError, maxItems, NotFoundError } from "@unimatrix/service-kit";
+import { toStatus } from "@unimatrix/service-kit/grpc";
 import { z } from "zod";
 import { contractString } from "./contract-schema";
 import {
@@ -30,6 +39,7 @@ import {
   cursorBefore,
   positionOf,
   preview,
+  renderEntry,
   renderItems,
   shortTime,
   stateName,
@@ -53,10 +63,8 @@ const uuid = contractString(GetCubeRequestSchema, "cube_id");
 const pageSize = z.number().int().positive().max(500).optional();
 const pageToken = z.string().max(1024).optional();
 /** An entry as its `#position` (what the lines show) or its id. */
-const entryRef = z
-  .string()
-  .regex(/^(#?[0-9]{1,15}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/)
-  .describe("#position or entry id");
+const ENTRY_REF = /^(#?[0-9]{1,15}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+const entryRef = z.string().regex(ENTRY_REF).describe("#position or id");
 
 const items = z.array(z.object({ n: z.number(), id: z.string().optional(), notice: z.string().optional() }));
 
@@ -96,7 +104,7 @@ async function viewerFor(session: McpSession, list: readonly ActivityItem[], sig
 
 async function listDrones(session: McpSession, cubeId: string | undefined, signal: AbortSignal): Promise<Drone[]> {
   const reply = await session.upstreams.cube.listDrones(
-    { cubeId: session.cubeId(cubeId), pageSize: 500 },
+    { cubeId: session.cubeFor(cubeId), pageSize: 500 },
     await session.asFor(cubeId, signal),
   );
   return reply.drones;
@@ -105,14 +113,23 @@ async function listDrones(session: McpSession, cubeId: string | undefined, signa
 /** The entry id a reference names: an id as is; `#n` (or `n`) looked up as the entry at that position. */
 async function resolveEntry(session: McpSession, ref: string, field: string, signal: AbortSignal): Promise<string> {
   if (ref.includes("-")) return ref;
+  return (await entryAt(session, ref, field, signal)).id;
+}
+
+/** The entry at position `#n`, as the drone sees it (NOT_FOUND naming `field` when it sees none there). */
+async function entryAt(session: McpSession, ref: string, field: string, signal: AbortSignal): Promise<Entry> {
   const n = Number(ref.replace(/^#/, ""));
   const cubeId = session.cubeId();
-  const page = await session.upstreams.activity.readActivity(
-    { cubeId, cursor: cursorBefore(cubeId, n), pageSize: 1 },
-    await session.asActor(signal),
-  );
-  const item = page.items[0]?.item;
-  if (item?.case === "entry" && positionOf(item.value.cursor) === n) return item.value.id;
+  const page = await session.upstreams.activity
+    .readActivity({ cubeId, cursor: cursorBefore(cubeId, n), pageSize: 1 }, await session.asActor(signal))
+    .catch((error: unknown) => {
+      // A position past the head (or pruned away) is an entry that is not there, said about the input.
+      const code = toStatus(error).code;
+      if (code === status.INVALID_ARGUMENT || code === status.FAILED_PRECONDITION) return undefined;
+      throw error;
+    });
+  const item = page?.items[0]?.item;
+  if (item?.case === "entry" && positionOf(item.value.cursor) === n) return item.value;
   throw new NotFoundError(`${field}: no entry #${n} visible to you`);
 }
 
@@ -217,7 +234,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
       output: { roles: z.array(z.object({ id: z.string(), name: z.string() })) },
     },
     async (input, signal) => {
-      const cubeId = session.cubeId(input.cube_id);
+      const cubeId = session.cubeFor(input.cube_id);
       const [cube, roles] = await Promise.all([
         session.upstreams.cube.getCube({ cubeId }, await session.asFor(input.cube_id, signal)),
         session.upstreams.cube.listRoles({ cubeId, pageSize: 500 }, await session.asFor(input.cube_id, signal)),
@@ -246,16 +263,15 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "seat_attach",
     {
       title: "Take a seat",
-      description:
-        "Take a seat (a drone) in a cube (role_id: default role). Shows the directive; later calls act as that drone.",
+      description: "Take a seat (a drone) in a cube; shows the directive. Later calls act as that drone.",
       annotations: IDEMPOTENT,
       input: {
         cube_id: uuid,
         role_id: uuid.optional(),
         session_token: contractString(AttachSeatRequestSchema, "session_token")
           .optional()
-          .describe("From an earlier seat_attach: resumes that seat"),
-        prior_drone_id: uuid.optional().describe("A drone you held before, to reattach"),
+          .describe("From an earlier seat_attach: resumes it"),
+        prior_drone_id: uuid.optional().describe("Reattach this drone of yours"),
       },
       output: { outcome: z.string(), drone_id: z.string(), session_token: z.string().optional() },
     },
@@ -302,13 +318,19 @@ export function registerTools(server: McpServer, session: McpSession): void {
           .optional()
           .describe("Makes it direct"),
         kind: contractString(AppendEntryRequestSchema, "kind").optional().describe("From the cube's taxonomy"),
+        reply_to: entryRef.optional(),
+        expects_reply: z.boolean().optional().describe("false: no reply wanted"),
+        ask_human: z.boolean().optional().describe("A question to the cube's humans"),
       },
       output: { n: z.number(), id: z.string() },
     },
     async (input, signal) => {
       const seat = session.requireSeat();
-      const direct = (input.recipients?.length ?? 0) > 0;
-      const recipients = direct ? await resolveRecipients(session, input.recipients ?? [], signal) : [];
+      // A question with no recipients goes to the cube's human seats (DIRECT without recipients).
+      const direct = (input.recipients?.length ?? 0) > 0 || input.ask_human === true;
+      const recipients = input.recipients?.length ? await resolveRecipients(session, input.recipients, signal) : [];
+      const replyTo =
+        input.reply_to !== undefined ? await resolveEntry(session, input.reply_to, "reply_to", signal) : undefined;
       const reply = await session.upstreams.activity.appendEntry(
         {
           cubeId: seat.cubeId,
@@ -316,6 +338,9 @@ export function registerTools(server: McpServer, session: McpSession): void {
           visibility: direct ? Visibility.DIRECT : Visibility.BROADCAST,
           recipientDroneIds: recipients,
           ...(input.kind !== undefined ? { kind: input.kind } : {}),
+          ...(replyTo !== undefined ? { replyToEntryId: replyTo } : {}),
+          ...(input.expects_reply !== undefined ? { expectsReply: input.expects_reply } : {}),
+          ...(input.ask_human ? { askHuman: true } : {}),
         },
         await session.asActor(signal),
       );
@@ -328,16 +353,18 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "log_read",
     {
       title: "Read the log",
-      description: "What reached you since you last read (≤300 items, summary first); with cursor: history after it.",
+      description: "Your unread items (≤300, summary first); cursor: the history; thread: one thread.",
       annotations: { ...WRITE, idempotentHint: false },
       input: {
-        unread: z.boolean().optional().describe("Default: no cursor given"),
+        unread: z.boolean().optional(),
         cursor: z.string().max(1024).optional().describe('"" = from the start'),
+        thread: entryRef.optional().describe("Read this entry's thread"),
         page_size: pageSize,
       },
       output: { items, more: z.boolean().optional(), cursor: z.string().optional() },
     },
     async (input, signal) => {
+      if (input.thread !== undefined) return threadResult(session, input.thread, input.page_size, signal);
       if (input.unread ?? input.cursor === undefined) {
         return unreadResult(session, await session.readUnread(input.page_size, signal), signal);
       }
@@ -360,20 +387,21 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "log_wait",
     {
       title: "Wait for activity",
-      description:
-        "Wait (25 s, max 50) until something new reaches you; returns it like log_read. only=direct: entries to you.",
+      description: "Wait (default 25 s, max 50) for something new; returns it like log_read.",
       annotations: { ...WRITE, idempotentHint: false },
       input: {
         timeout_s: z.number().int().min(1).max(50).optional(),
         only: z.enum(["direct"]).optional(),
+        thread: entryRef.optional().describe("Only this thread"),
       },
       output: { items, more: z.boolean().optional() },
     },
     async (input, signal) => {
+      const threadRootId = input.thread !== undefined ? await threadRoot(session, input.thread, signal) : undefined;
       const page = await waitForUnread(
         session,
         (input.timeout_s ?? 25) * 1000,
-        { direct: input.only === "direct" },
+        { direct: input.only === "direct", ...(threadRootId !== undefined ? { threadRootId } : {}) },
         signal,
       );
       if (!page) return ok("nothing new", { items: [] });
@@ -387,13 +415,13 @@ export function registerTools(server: McpServer, session: McpSession): void {
       title: "Acknowledge",
       description: "Acknowledge an entry; its author is told.",
       annotations: IDEMPOTENT,
-      input: { entry_id: entryRef },
+      input: { entry_id: entryRef, quiet: z.boolean().optional().describe("Do not notify the author") },
       output: { acked: z.boolean() },
     },
     async (input, signal) => {
       const entryId = await resolveEntry(session, input.entry_id, "entry_id", signal);
       const reply = await session.upstreams.activity.ackEntry(
-        { cubeId: session.cubeId(), entryId },
+        { cubeId: session.cubeId(), entryId, quiet: input.quiet === true },
         await session.asActor(signal),
       );
       return ok(reply.newlyAcked ? "acked" : "already acked", { acked: reply.newlyAcked });
@@ -404,32 +432,53 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "log_claim",
     {
       title: "Claim an entry",
-      description: "Claim an entry exclusively (the audience is told), or release your claim.",
+      description: "Claim an entry exclusively (a fenced lease); renew, release, or take over a stale one.",
       annotations: IDEMPOTENT,
-      input: { entry_id: entryRef, release: z.boolean().optional() },
-      output: { outcome: z.string(), holder_drone_id: z.string().optional() },
+      input: {
+        entry_id: entryRef,
+        action: z.enum(["claim", "renew", "release", "take_over"]).optional(),
+        fence: z.number().int().positive().optional().describe("take_over: the stale fence (default: current)"),
+      },
+      output: { outcome: z.string(), fence: z.number().optional(), holder_drone_id: z.string().optional() },
     },
     async (input, signal) => {
       const entryId = await resolveEntry(session, input.entry_id, "entry_id", signal);
       const target = { cubeId: session.cubeId(), entryId };
       const viewer: Viewer = { droneId: session.record.seat?.droneId, labels: new Map() };
-      if (input.release) {
-        const reply = await session.upstreams.activity.releaseClaim(target, await session.asActor(signal));
-        const outcome = ReleaseOutcome[reply.outcome].toLowerCase();
-        const holder = reply.claim?.holderDroneId;
-        return ok(`${outcome}${claimNote(reply.claim, viewer)}`, {
+      const action = input.action ?? "claim";
+      const answer = (outcome: string, claim: Entry["claim"]) => {
+        const other = claim?.holderDroneId && claim.holderDroneId !== viewer.droneId ? claim.holderDroneId : "";
+        const live = claim && claim.state !== ClaimState.RELEASED;
+        return ok(`${outcome}${claimNote(claim, viewer)}`, {
           outcome,
-          ...(holder ? { holder_drone_id: holder } : {}),
+          ...(live && claim.fence > 0n ? { fence: Number(claim.fence) } : {}),
+          ...(other ? { holder_drone_id: other } : {}),
         });
+      };
+      const as = await session.asActor(signal);
+      if (action === "release") {
+        const reply = await session.upstreams.activity.releaseClaim(target, as);
+        return answer(ReleaseOutcome[reply.outcome].toLowerCase(), reply.claim);
       }
-      const reply = await session.upstreams.activity.claimEntry(target, await session.asActor(signal));
-      const outcome = ClaimOutcome[reply.outcome].toLowerCase();
-      // The holder is named only when it is someone else (the caller knows who it is).
-      const other = reply.outcome === ClaimOutcome.ALREADY_CLAIMED ? (reply.claim?.holderDroneId ?? "") : "";
-      const by = reply.claim?.holderLabel || other;
-      const fence = reply.claim?.fence ? `, fence ${reply.claim.fence}` : "";
-      const text = other ? `already_claimed by ${by}${fence}` : `${outcome}${fence}`;
-      return ok(text, { outcome, ...(other ? { holder_drone_id: other } : {}) });
+      if (action === "renew") {
+        const reply = await session.upstreams.activity.renewClaim(target, as);
+        return answer(RenewOutcome[reply.outcome].toLowerCase(), reply.claim);
+      }
+      if (action === "take_over") {
+        let fence = input.fence;
+        if (fence === undefined) {
+          // The fence of the stale claim as it is now (the caller saw it stale in a line or notice).
+          const check = await session.upstreams.activity.checkFence({ ...target, fence: 1n }, as);
+          fence = Number(check.claim?.fence ?? 1n) || 1;
+        }
+        const reply = await session.upstreams.activity.takeOverClaim(
+          { ...target, fence: BigInt(fence) },
+          await session.asActor(signal),
+        );
+        return answer(TakeOverOutcome[reply.outcome].toLowerCase(), reply.claim);
+      }
+      const reply = await session.upstreams.activity.claimEntry(target, as);
+      return answer(ClaimOutcome[reply.outcome].toLowerCase(), reply.claim);
     },
   );
 
@@ -438,7 +487,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
     {
       title: "List drones",
       description:
-        "The cube's drones: role, posture, state, last seen; since (#position, entry id, ISO time): who posted after it.",
+        "The cube's drones (role, posture, state, last seen); since (#n, id, ISO time): who posted after it.",
       annotations: READ,
       input: {
         cube_id: uuid.optional(),
@@ -447,7 +496,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
       output: { drones: z.array(z.object({ id: z.string(), label: z.string() })) },
     },
     async (input, signal) => {
-      const cubeId = session.cubeId(input.cube_id);
+      const cubeId = session.cubeFor(input.cube_id);
       let drones: Drone[];
       if (input.since !== undefined) {
         const anchor = await sinceAnchor(session, input.since, input.cube_id, signal);
@@ -541,10 +590,80 @@ export function registerTools(server: McpServer, session: McpSession): void {
     },
     async (input, signal) => {
       await session.upstreams.cube.updateCube(
-        { cubeId: session.cubeId(input.cube_id), directive: input.directive },
+        { cubeId: session.cubeFor(input.cube_id), directive: input.directive },
         await session.asFor(input.cube_id, signal),
       );
       return ok("directive updated", {});
+    },
+  );
+
+  tool(
+    "seat_state",
+    {
+      title: "Set your seat state",
+      description: "Say what you are doing (working, waiting on X, blocked, idle), with a note.",
+      annotations: IDEMPOTENT,
+      input: {
+        state: z.enum(["working", "waiting", "blocked", "idle"]),
+        note: contractString(SetSeatStateRequestSchema, "note").optional(),
+      },
+      output: { changed: z.boolean() },
+    },
+    async (input, signal) => {
+      const seat = session.requireSeat();
+      const state = {
+        working: SeatState.WORKING,
+        waiting: SeatState.WAITING,
+        blocked: SeatState.BLOCKED,
+        idle: SeatState.IDLE,
+      }[input.state];
+      const reply = await session.upstreams.cube.setSeatState(
+        { cubeId: seat.cubeId, state, note: input.note ?? "" },
+        await session.asActor(signal),
+      );
+      return ok(reply.changed ? `now ${input.state}` : "unchanged", { changed: reply.changed });
+    },
+  );
+
+  tool(
+    "receipts",
+    {
+      title: "Receipts of an entry",
+      description: "Per recipient of your entry: delivered, read, acked.",
+      annotations: READ,
+      input: { entry_id: entryRef },
+      output: {
+        receipts: z.array(
+          z.object({ drone_id: z.string(), delivered: z.boolean(), read: z.boolean(), acked: z.boolean() }),
+        ),
+      },
+    },
+    async (input, signal) => {
+      const entryId = await resolveEntry(session, input.entry_id, "entry_id", signal);
+      const reply = await session.upstreams.activity.listReceipts(
+        { cubeId: session.cubeId(), entryId },
+        await session.asActor(signal),
+      );
+      const when = (what: string, at: Parameters<typeof shortTime>[0]) =>
+        at ? `${what} ${shortTime(at)}` : `not ${what}`;
+      const lines = reply.receipts.map((r) => {
+        const via = r.deliveredVia === DeliveryChannel.MACHINE_LINK ? " (machine)" : "";
+        const parts = [
+          when("delivered", r.deliveredAt) + (r.deliveredAt ? via : ""),
+          when("read", r.readAt),
+          when("acked", r.ackedAt),
+        ];
+        if (r.nudgedAt) parts.push(`nudged ${shortTime(r.nudgedAt)}`);
+        return `${r.label || r.droneId}: ${parts.join(", ")}`;
+      });
+      return ok(lines.join("\n") || "no recipients", {
+        receipts: reply.receipts.map((r) => ({
+          drone_id: r.droneId,
+          delivered: r.deliveredAt !== undefined,
+          read: r.readAt !== undefined,
+          acked: r.ackedAt !== undefined,
+        })),
+      });
     },
   );
 
@@ -631,8 +750,13 @@ function leanSchema(schema: unknown): unknown {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(schema)) {
     if (key === "$schema" || (key === "additionalProperties" && value === false)) continue;
+    // Implied: a uuid is not empty; an integer is within the safe range.
+    if (key === "minLength" && value === 1 && (schema as { pattern?: string }).pattern === UUID_PATTERN) continue;
+    if (key === "maximum" && value === Number.MAX_SAFE_INTEGER) continue;
     // The contract's id rule (canonical lowercase UUID) is checked in full on the server; the list says uuid.
     if (key === "pattern" && value === UUID_PATTERN) out.format = "uuid";
+    // An entry reference (`#41` or an id): its description says so; checked in full on the server.
+    else if (key === "pattern" && value === ENTRY_REF.source) continue;
     // The contract's "no control characters" rule on text: checked on the server, not worth a line.
     else if (key === "pattern" && typeof value === "string" && value.startsWith("^[^\\x00-")) continue;
     else out[key] = leanSchema(value);
@@ -666,4 +790,38 @@ export function leanToolList(server: McpServer): void {
     }
     return leanList as { tools: Record<string, unknown>[] };
   });
+}
+
+/** The root entry id of the thread an entry (`#n` or id) belongs to. */
+async function threadRoot(session: McpSession, ref: string, signal: AbortSignal): Promise<string> {
+  if (!ref.includes("-")) {
+    const entry = await entryAt(session, ref, "thread", signal);
+    return entry.threadRootEntryId || entry.id;
+  }
+  const entryId = ref;
+  const reply = await session.upstreams.activity.readThread(
+    { cubeId: session.cubeId(), entryId, pageSize: 1 },
+    await session.asActor(signal),
+  );
+  return reply.root?.id ?? entryId;
+}
+
+/** `log_read` with `thread`: the root and its replies, one line each (ReadThread marks them read). */
+async function threadResult(session: McpSession, ref: string, pageSize: number | undefined, signal: AbortSignal) {
+  const entryId = await resolveEntry(session, ref, "thread", signal);
+  const reply = await session.upstreams.activity.readThread(
+    { cubeId: session.cubeId(), entryId, pageSize: pageSize ?? 0 },
+    await session.asActor(signal),
+  );
+  const entries = [...(reply.root ? [reply.root] : []), ...reply.replies];
+  const list = entries.map((value) => ({ item: { case: "entry" as const, value } }) as ActivityItem);
+  const viewer = await viewerFor(session, list, signal);
+  const positions = new Map(entries.map((e) => [e.id, positionOf(e.cursor)]));
+  const rendered = entries.map((e) => renderEntry(e, viewer, positions));
+  const lines = [
+    `thread of #${rendered[0]?.data.n ?? "?"}: ${reply.replies.length} repl(ies)`,
+    ...rendered.map((r) => r.line),
+  ];
+  if (reply.nextPageToken) lines.push("more replies: log_read thread again with a larger page_size");
+  return ok(lines.join("\n"), { items: rendered.map((r) => r.data), ...(reply.nextPageToken ? { more: true } : {}) });
 }
