@@ -169,25 +169,22 @@ describe("console: questions, threads, receipts, claims, seat state", () => {
     expect(await card.locator(".question-count").textContent()).toBe("0 open questions");
   }, 90_000);
 
-  it("an agent on MCP asks, the question appears in the console, is answered there, and the agent's log_wait returns the answer", async () => {
+  it("an agent asks over MCP, the question appears in the console, is answered there, and the agent's log_wait on the thread returns it", async () => {
     const agent = await mcpAgent(system.url, team.clients[0]!.token);
     try {
       const seat = await agent.tool("seat_attach", { cube_id: team.cubeId, role_id: team.roleId });
       const sessionToken = seat.session_token as string;
       await agent.tool("log_read");
-      // Asked with the agent's own drone session (the seat the MCP session acts as).
-      const asked = await as<{ entry: WireEntry }>(sessionToken, `${ACTIVITY}/AppendEntry`, {
-        message: "Can I merge PR 77 before the freeze?",
-        visibility: "VISIBILITY_DIRECT",
-        askHuman: true,
-      });
-      expect(asked.entry.author?.droneId).toBe(seat.drone_id);
-      // The agent waits (a host that ignores notifications): log_wait blocks until the answer.
+      // The agent asks the humans over MCP (log_post ask_human: DIRECT to the live human seats).
+      const posted = await agent.tool("log_post", { message: "Can I merge PR 77 before the freeze?", ask_human: true });
+      const asked = { entry: { id: posted.id as string } };
+      // The agent waits on the question's thread (a host that ignores notifications): log_wait
+      // blocks until the answer arrives and returns it.
       const waited: { text: string; structured: Record<string, unknown> }[] = [];
       const waiting = (async () => {
         const deadline = Date.now() + 60_000;
         while (Date.now() < deadline) {
-          const got = await agent.result("log_wait", { timeout_s: 50 });
+          const got = await agent.result("log_wait", { thread: asked.entry.id, timeout_s: 50 });
           waited.push(got);
           if (got.text.includes("Merge it; the freeze starts tomorrow.")) return got;
         }
