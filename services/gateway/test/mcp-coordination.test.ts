@@ -158,7 +158,8 @@ describe("gateway: MCP coordination tools (issue 16)", () => {
       expect(await holder.text("log_claim", { entry_id: task, action: "renew" })).toBe(
         "renewed [claimed by you, fence 1]",
       );
-      expect(await holder.text("log_claim", { entry_id: task, action: "release" })).toBe("released");
+      // The original input still releases (an old caller never claims by mistake).
+      expect(await holder.text("log_claim", { entry_id: task, release: true })).toBe("released");
       expect(await holder.text("log_claim", { entry_id: task })).toBe("claimed [claimed by you, fence 2]");
       // The holder's client is revoked: at the next liveness scan the claim is stale, and the other
       // drone (told by a notification) takes it over with fence + 1.

@@ -273,7 +273,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
           .describe("From an earlier seat_attach: resumes it"),
         prior_drone_id: uuid.optional().describe("Reattach this drone of yours"),
       },
-      output: { outcome: z.string(), drone_id: z.string(), session_token: z.string().optional() },
+      output: { outcome: z.string(), drone_id: z.string(), role: z.string(), session_token: z.string().optional() },
     },
     async (input, signal) => {
       const reply = await session.attach(input.cube_id, input.role_id, {
@@ -299,6 +299,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
       return ok(lines.join("\n"), {
         outcome,
         drone_id: drone.id,
+        role: drone.roleName,
         ...(reply.sessionToken ? { session_token: reply.sessionToken } : {}),
       });
     },
@@ -437,6 +438,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
       input: {
         entry_id: entryRef,
         action: z.enum(["claim", "renew", "release", "take_over"]).optional(),
+        release: z.boolean().optional(),
         fence: z.number().int().positive().optional().describe("take_over: the stale fence (default: current)"),
       },
       output: { outcome: z.string(), fence: z.number().optional(), holder_drone_id: z.string().optional() },
@@ -445,7 +447,8 @@ export function registerTools(server: McpServer, session: McpSession): void {
       const entryId = await resolveEntry(session, input.entry_id, "entry_id", signal);
       const target = { cubeId: session.cubeId(), entryId };
       const viewer: Viewer = { droneId: session.record.seat?.droneId, labels: new Map() };
-      const action = input.action ?? "claim";
+      // `release: true` is the original input (kept: an old caller must never claim by mistake).
+      const action = input.action ?? (input.release ? "release" : "claim");
       const answer = (outcome: string, claim: Entry["claim"]) => {
         const other = claim?.holderDroneId && claim.holderDroneId !== viewer.droneId ? claim.holderDroneId : "";
         const live = claim && claim.state !== ClaimState.RELEASED;
