@@ -228,7 +228,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "cube_get",
     {
       title: "Get a cube",
-      description: "A cube's directive, kinds and roles (default: your seat's).",
+      description: "A cube's directive, kinds and roles.",
       annotations: READ,
       input: { cube_id: uuid.optional() },
       output: { roles: z.array(z.object({ id: z.string(), name: z.string() })) },
@@ -273,7 +273,13 @@ export function registerTools(server: McpServer, session: McpSession): void {
           .describe("From an earlier seat_attach: resumes it"),
         prior_drone_id: uuid.optional().describe("Reattach this drone of yours"),
       },
-      output: { outcome: z.string(), drone_id: z.string(), role: z.string(), session_token: z.string().optional() },
+      output: {
+        outcome: z.string(),
+        drone_id: z.string(),
+        label: z.string(),
+        role: z.string(),
+        session_token: z.string().optional(),
+      },
     },
     async (input, signal) => {
       const reply = await session.attach(input.cube_id, input.role_id, {
@@ -299,6 +305,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
       return ok(lines.join("\n"), {
         outcome,
         drone_id: drone.id,
+        label: drone.label,
         role: drone.roleName,
         ...(reply.sessionToken ? { session_token: reply.sessionToken } : {}),
       });
@@ -439,7 +446,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
         entry_id: entryRef,
         action: z.enum(["claim", "renew", "release", "take_over"]).optional(),
         release: z.boolean().optional(),
-        fence: z.number().int().positive().optional().describe("take_over: the stale fence (default: current)"),
+        fence: z.number().int().positive().optional().describe("take_over: stale fence"),
       },
       output: { outcome: z.string(), fence: z.number().optional(), holder_drone_id: z.string().optional() },
     },
@@ -489,8 +496,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "drones_list",
     {
       title: "List drones",
-      description:
-        "The cube's drones (role, posture, state, last seen); since (#n, id, ISO time): who posted after it.",
+      description: "The cube's drones; since (#n, id or ISO time): who posted after it.",
       annotations: READ,
       input: {
         cube_id: uuid.optional(),
@@ -531,7 +537,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "decision_record",
     {
       title: "Record a decision",
-      description: "Record a decision (optionally on the entry it settles).",
+      description: "Record a decision, optionally on an entry.",
       annotations: WRITE,
       input: {
         title: contractString(RecordDecisionRequestSchema, "title"),
@@ -586,7 +592,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "directive_update",
     {
       title: "Update the directive",
-      description: "Replace a cube's directive (manage access).",
+      description: "Replace a cube's directive.",
       annotations: { ...IDEMPOTENT, destructiveHint: true },
       input: { directive: contractString(UpdateCubeRequestSchema, "directive"), cube_id: uuid.optional() },
       output: {},
@@ -604,7 +610,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
     "seat_state",
     {
       title: "Set your seat state",
-      description: "Say what you are doing (working, waiting on X, blocked, idle), with a note.",
+      description: "Say what you are doing, with a note.",
       annotations: IDEMPOTENT,
       input: {
         state: z.enum(["working", "waiting", "blocked", "idle"]),
@@ -631,7 +637,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
   tool(
     "receipts",
     {
-      title: "Receipts of an entry",
+      title: "Receipts",
       description: "Per recipient of your entry: delivered, read, acked.",
       annotations: READ,
       input: { entry_id: entryRef },
