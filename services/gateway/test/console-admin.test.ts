@@ -220,8 +220,9 @@ describe("console: running a tenant", () => {
     const queenRole = (await roleId("queen")) as string;
     const queen = await mcpAgent(system.url, tokens.get("queen-host")!);
     closers.push(queen.close);
-    const seat = await queen.tool("seat_attach", { cube_id: cubeId, role_id: queenRole });
-    expect(seat.role).toBe("queen");
+    // The compact seat_attach (issue 15) names the role in the text a model reads.
+    const seat = await queen.result("seat_attach", { cube_id: cubeId, role_id: queenRole });
+    expect(seat.text).toMatch(/^Seat created: you are queen-1 \(role queen\) in release train\./);
     const observer = await mcpAgent(system.url, tokens.get("observer")!);
     closers.push(observer.close);
     await observer.tool("seat_attach", { cube_id: cubeId, role_id: (await roleId("builder")) as string });
@@ -284,7 +285,7 @@ describe("console: running a tenant", () => {
       "queen-2:queen-host:participant:live (a session is open)",
     ]);
     await row(seat.drone_id as string)
-      .getByRole("button", { name: `Evict ${seat.label as string}` })
+      .getByRole("button", { name: "Evict builder-2" })
       .focus();
     // From the keyboard: Enter on Evict, and the confirmation that appears has the focus.
     await page.keyboard.press("Enter");

@@ -112,14 +112,16 @@ export async function mcpAgent(url: string, token: string) {
       requestInit: { headers: { authorization: `Bearer ${token}` } },
     }),
   );
-  const tool = async (name: string, args: Record<string, unknown> = {}) => {
-    const result = (await client.callTool({ name, arguments: args })) as {
+  /** Calls a tool (a tool error throws); answers the text a model reads and the structured result. */
+  const result = async (name: string, args: Record<string, unknown> = {}) => {
+    const answer = (await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 })) as {
       isError?: boolean;
       structuredContent?: Record<string, unknown>;
       content: { text: string }[];
     };
-    if (result.isError) throw new Error(`${name}: ${result.content[0]?.text}`);
-    return result.structuredContent ?? {};
+    if (answer.isError) throw new Error(`${name}: ${answer.content[0]?.text}`);
+    return { text: answer.content.map((c) => c.text).join("\n"), structured: answer.structuredContent ?? {} };
   };
-  return { tool, close: () => client.close().catch(() => undefined) };
+  const tool = async (name: string, args: Record<string, unknown> = {}) => (await result(name, args)).structured;
+  return { tool, result, close: () => client.close().catch(() => undefined) };
 }

@@ -116,6 +116,11 @@ export interface Drone {
   evictedAt?: string;
   silentPingCount?: number;
   lastSilentPingAt?: string;
+  /** `SEAT_STATE_WORKING` / `_WAITING` / `_BLOCKED` / `_IDLE`; absent until the drone first says. */
+  state?: string;
+  stateNote?: string;
+  stateChangedAt?: string;
+  machineId?: string;
 }
 
 export interface Entry {
@@ -129,7 +134,44 @@ export interface Entry {
   createdAt?: string;
   ackCount?: number;
   ackedByDroneIds?: string[];
-  claim?: { holderDroneId?: string; holderPrincipalId?: string; holderLabel?: string; claimedAt?: string };
+  claim?: Claim;
+  replyToEntryId?: string;
+  threadRootEntryId?: string;
+  replyCount?: number;
+  expectsReply?: boolean;
+  question?: boolean;
+  seatState?: { state?: string; note?: string };
+}
+
+/** A claim lease on an entry (protobuf JSON: the uint64 fence arrives as a decimal string). */
+export interface Claim {
+  holderDroneId?: string;
+  holderPrincipalId?: string;
+  holderLabel?: string;
+  claimedAt?: string;
+  fence?: string;
+  /** `CLAIM_STATE_HELD` or `CLAIM_STATE_STALE`. */
+  state?: string;
+  renewedAt?: string;
+  staleAt?: string;
+}
+
+/** What happened to an entry for one recipient drone (ListReceipts). */
+export interface Receipt {
+  droneId: string;
+  label?: string;
+  deliveredAt?: string;
+  /** `DELIVERY_CHANNEL_STREAM` or `DELIVERY_CHANNEL_MACHINE_LINK`. */
+  deliveredVia?: string;
+  readAt?: string;
+  ackedAt?: string;
+  nudgedAt?: string;
+}
+
+/** A question to the cube's humans (an `ask_human` entry) and its answer once given. */
+export interface Question {
+  entry: Entry;
+  answer?: Entry;
 }
 
 export interface Notification {

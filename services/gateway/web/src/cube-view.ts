@@ -5,6 +5,7 @@ import {
   type Drone,
   type Entry,
   type Notification,
+  type Receipt,
   type Role,
   rpc,
   type Seat,
@@ -12,9 +13,13 @@ import {
   tokenKind,
 } from "./api";
 import { buildComposer, noticesCard } from "./composer";
+import { applySeatChange, countReply } from "./coordination";
 import { enumLabel, h, replace } from "./dom";
 import { type EventStream, openEventStream, type StreamState } from "./events";
-import { decisionsCard, dronesPanel, entryItem, rolesPanel } from "./panels";
+import { decisionsCard, dronesPanel, type EntryAction, entryItem, rolesPanel } from "./panels";
+import { questionsCard } from "./questions";
+import { type ReceiptsState, receiptsList } from "./receipts";
+import { threadPanel } from "./threads";
 
 const MAX_ENTRIES = 1000;
 
@@ -24,7 +29,10 @@ export interface CubeViewContext {
   readonly announce: (message: string) => void;
 }
 
-/** One open cube: directive, roles, drones, the live activity log, and the human seat. */
+/**
+ * One open cube: directive, open questions to its humans, roles, drones (with their seat state),
+ * the live activity log with threads, receipts and claim leases, and the human seat.
+ */
 export function cubeView(cubeId: string, context: CubeViewContext): { element: HTMLElement; dispose(): void } {
   const signedIn = context.token;
   let seat: Seat | undefined = session.seat(cubeId);
@@ -32,6 +40,8 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
   let roles: Role[] = [];
   let drones: Drone[] = [];
   const entries = new Map<string, Entry>();
+  /** Receipts panels open on direct entries, by entry id. */
+  const receipts = new Map<string, ReceiptsState>();
   let stream: EventStream | undefined;
   let disposed = false;
   const actor = () => seat?.sessionToken ?? signedIn;
@@ -44,12 +54,43 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
   const decisionsBox = h("section", { class: "card", "aria-labelledby": "decisions-title" });
   const notices = noticesCard();
   const log = h("ol", { class: "log", id: "activity" });
+  const questions = questionsCard({
+    cubeId,
+    readToken: signedIn,
+    writeToken: () => actor(),
+    seatDroneId: () => seat?.droneId,
+    drones: () => drones,
+    mayAnswer: () =>
+      canWrite() &&
+      (seat ? roles.some((r) => r.name === seat?.roleName && r.humanSeat) : tokenKind(signedIn) === "user"),
+    label: (id) => droneLabel(id),
+    openThread: (id) => openThread(id),
+    answered: (entry) => {
+      clearError();
+      arrived(entry);
+    },
+    announce: context.announce,
+  });
+  const thread = threadPanel({
+    cubeId,
+    readToken: () => actor(),
+    writeToken: () => actor(),
+    seatDroneId: () => seat?.droneId,
+    drones: () => drones,
+    canWrite: () => canWrite(),
+    label: (id) => droneLabel(id),
+    posted: (entry) => {
+      clearError();
+      arrived(entry);
+    },
+    announce: context.announce,
+  });
   const composer = buildComposer({
     cubeId,
     actor: () => actor(),
     posted: (entry) => {
       clearError();
-      upsert(entry);
+      arrived(entry);
       context.announce("Posted");
     },
     failed: (e) => showError(e),
@@ -59,15 +100,21 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     { class: "cube-view" },
     header,
     error,
+    questions.box,
     h(
       "div",
       { class: "cube-grid" },
       h(
-        "section",
-        { class: "card activity", "aria-labelledby": "activity-title" },
-        h("h3", { id: "activity-title" }, "Activity"),
-        h("div", { role: "log", "aria-live": "polite", "aria-label": "Activity" }, log),
-        composer.form,
+        "div",
+        { class: "main-column" },
+        thread.box,
+        h(
+          "section",
+          { class: "card activity", "aria-labelledby": "activity-title" },
+          h("h3", { id: "activity-title" }, "Activity"),
+          h("div", { role: "log", "aria-live": "polite", "aria-label": "Activity" }, log),
+          composer.form,
+        ),
       ),
       h("aside", { class: "side" }, seatBox, notices.box, dronesBox, rolesBox, decisionsBox),
     ),
@@ -91,7 +138,68 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
   const canWrite = () => cube?.callerAccess === "CUBE_ACCESS_WRITE" || cube?.callerAccess === "CUBE_ACCESS_MANAGE";
 
   function renderEntry(entry: Entry): HTMLLIElement {
-    return entryItem(entry, { seatDroneId: seat?.droneId, canWrite: canWrite(), label: droneLabel, act });
+    return entryItem(entry, {
+      seatDroneId: seat?.droneId,
+      canWrite: canWrite(),
+      label: droneLabel,
+      act,
+      parent: (id) => entries.get(id),
+      thread: (target, reply) => thread.open(target, reply),
+      receipts: (id) => receipts.get(id),
+      toggleReceipts,
+    });
+  }
+
+  /** Opens the thread of an entry in view (or of any entry by id: ReadThread finds its root). */
+  function openThread(entryId: string) {
+    thread.open(entries.get(entryId) ?? { id: entryId });
+  }
+
+  /**
+   * An entry new to the view (from the stream, or posted here): counted into its thread's root,
+   * joined to an open thread, checked against the open questions, and a seat state change applied
+   * to the drones list.
+   */
+  function arrived(entry: Entry) {
+    if (!entries.has(entry.id)) {
+      const root = countReply(entries, entry);
+      if (root) upsert(root);
+    }
+    upsert(entry);
+    thread.onEntry(entries.get(entry.id) ?? entry);
+    questions.onEntry(entry);
+    if (entry.seatState) {
+      drones = applySeatChange(drones, entry);
+      renderDrones();
+    }
+  }
+
+  async function loadReceipts(entryId: string) {
+    try {
+      const answer = await rpc<{ receipts?: Receipt[] }>(
+        `${CUBE}.ActivityService/ListReceipts`,
+        { cubeId, entryId },
+        actor(),
+      );
+      if (receipts.has(entryId)) receipts.set(entryId, { receipts: answer.receipts ?? [] });
+    } catch (e) {
+      if (receipts.has(entryId))
+        receipts.set(entryId, { error: e instanceof ApiError ? `${e.message} (${e.code})` : (e as Error).message });
+    }
+    // Only the panel is redrawn, so focus on the entry's buttons survives the 5 s refresh.
+    const state = receipts.get(entryId);
+    const panel = document.getElementById(`receipts-${entryId}`);
+    if (state && panel) panel.replaceWith(receiptsList(entryId, state));
+  }
+
+  function toggleReceipts(entry: Entry) {
+    if (receipts.has(entry.id)) receipts.delete(entry.id);
+    else {
+      receipts.set(entry.id, { loading: true });
+      void loadReceipts(entry.id);
+    }
+    upsert(entry);
+    log.querySelector<HTMLButtonElement>(`[data-entry-id="${CSS.escape(entry.id)}"] [aria-controls]`)?.focus();
   }
 
   function upsert(entry: Entry) {
@@ -121,9 +229,20 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
         ackedBy.add(notification.actorDroneId);
         upsert({ ...entry, ackedByDroneIds: [...ackedBy], ackCount: Math.max(entry.ackCount ?? 0, ackedBy.size) });
       } else if (notification.kind === "NOTIFICATION_KIND_CLAIM") {
-        upsert({ ...entry, claim: { holderDroneId: notification.actorDroneId ?? "" } });
+        upsert({ ...entry, claim: { holderDroneId: notification.actorDroneId ?? "", state: "CLAIM_STATE_HELD" } });
       } else if (notification.kind === "NOTIFICATION_KIND_RELEASE") {
         upsert({ ...entry, claim: {} });
+      } else if (notification.kind === "NOTIFICATION_KIND_CLAIM_STALE" && entry.claim) {
+        upsert({
+          ...entry,
+          claim: { ...entry.claim, state: "CLAIM_STATE_STALE", staleAt: notification.createdAt ?? entry.claim.staleAt },
+        });
+      } else if (notification.kind === "NOTIFICATION_KIND_TAKEOVER") {
+        const fence = entry.claim?.fence ? String(BigInt(entry.claim.fence) + 1n) : undefined;
+        upsert({
+          ...entry,
+          claim: { holderDroneId: notification.actorDroneId ?? "", fence, state: "CLAIM_STATE_HELD" },
+        });
       }
     }
     listNotification(notification);
@@ -134,17 +253,25 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     notices.add(notification);
   }
 
-  async function act(method: "AckEntry" | "ClaimEntry" | "ReleaseClaim", entry: Entry) {
+  async function act(method: EntryAction, entry: Entry) {
     try {
-      const answer = await rpc<{ entry?: Entry; outcome?: string }>(
+      const body =
+        method === "TakeOverClaim"
+          ? { cubeId, entryId: entry.id, fence: entry.claim?.fence ?? "0" }
+          : { cubeId, entryId: entry.id };
+      const answer = await rpc<{ entry?: Entry; claim?: Entry["claim"]; outcome?: string }>(
         `${CUBE}.ActivityService/${method}`,
-        { cubeId, entryId: entry.id },
+        body,
         actor(),
       );
       clearError();
       if (answer.entry)
         upsert(method === "ReleaseClaim" && !answer.entry.claim ? { ...answer.entry, claim: {} } : answer.entry);
+      else if (method === "TakeOverClaim") upsert({ ...entry, claim: answer.claim ?? {} });
       if (answer.outcome === "CLAIM_OUTCOME_ALREADY_CLAIMED") context.announce("Someone else holds that claim");
+      if (answer.outcome === "TAKE_OVER_OUTCOME_TAKEN_OVER") context.announce("You hold the claim now");
+      else if (answer.outcome?.startsWith("TAKE_OVER_OUTCOME_"))
+        context.announce(`Not taken over: ${enumLabel(answer.outcome, "TAKE_OVER_OUTCOME_")}`);
     } catch (e) {
       showError(e);
     }
@@ -263,6 +390,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
       clearError();
       context.announce(`Seated as ${seat.label}`);
       renderSeat();
+      questions.rebuild();
       await refreshDrones();
       restartStream();
       composer.message.focus();
@@ -284,6 +412,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     seat = undefined;
     session.setSeat(cubeId, undefined);
     renderSeat();
+    questions.rebuild();
     restartStream();
   }
 
@@ -335,7 +464,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
       },
       onEvent: (type, data) => {
         if (type === "entry") {
-          upsert(data as Entry);
+          arrived(data as Entry);
           const author = (data as Entry).author?.droneId;
           if (author && !drones.some((d) => d.id === author)) void refreshDrones();
         } else if (type === "notification") applyNotification(data as Notification);
@@ -363,7 +492,15 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     );
   }
 
-  const timer = setInterval(() => void refreshDrones(), 15_000);
+  // Drones and questions are read again every 15 s (a seat's stream does not carry every
+  // answer); open receipts panels every 5 s while they are open.
+  const timer = setInterval(() => {
+    void refreshDrones();
+    void questions.refresh();
+  }, 15_000);
+  const receiptsTimer = setInterval(() => {
+    for (const id of receipts.keys()) void loadReceipts(id);
+  }, 5_000);
 
   void (async () => {
     try {
@@ -379,6 +516,7 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
       renderSeat();
       await refreshDrones();
       void renderDecisions();
+      void questions.refresh();
       if (seat) {
         restartStream();
         return;
@@ -395,6 +533,8 @@ export function cubeView(cubeId: string, context: CubeViewContext): { element: H
     dispose() {
       disposed = true;
       clearInterval(timer);
+      clearInterval(receiptsTimer);
+      questions.dispose();
       stream?.close();
     },
   };

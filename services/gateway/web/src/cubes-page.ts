@@ -1,4 +1,5 @@
-import { CUBE, type Cube, listAll, rpc } from "./api";
+import { CUBE, type Cube, listAll, type Question, rpc } from "./api";
+import { openQuestions, questionCountText } from "./coordination";
 import { enumLabel, h, replace, time } from "./dom";
 import { busy, FormErrors, field } from "./forms";
 import type { ListContext, View } from "./lists";
@@ -75,13 +76,44 @@ export function cubeDocumentFields(directive = "", taxonomy = "") {
   return { directiveField, taxonomyField, check };
 }
 
-/** The cubes the signed-in principal can read, and a form to create one. */
+/** The most cubes whose open questions the cubes page counts (one ListQuestions call each). */
+export const QUESTION_COUNT_CUBES = 50;
+/** The page of questions read per cube; a full page reads as "50+". */
+const QUESTION_PAGE = 50;
+
+/** The cubes the signed-in principal can read, with their open questions, and a form to create one. */
 export function cubesView(context: ListContext): View {
   const body = h("div", {}, h("p", { class: "muted" }, "Loading cubes…"));
   const cubes: Cube[] = [];
+  const asked = new Map<string, { count: number; more: boolean }>();
+  const questionsBadge = (cube: Cube) => {
+    const open = asked.get(cube.id);
+    if (!open || open.count === 0) return null;
+    return h(
+      "a",
+      { href: `#/cubes/${encodeURIComponent(cube.id)}`, class: "badge question", "data-open-questions": open.count },
+      questionCountText(open.count, open.more),
+      h("span", { class: "sr-only" }, ` in ${cube.name}`),
+    );
+  };
+  const total = () => {
+    if (asked.size === 0) return null;
+    let count = 0;
+    let more = false;
+    for (const open of asked.values()) {
+      count += open.count;
+      more ||= open.more;
+    }
+    return h(
+      "p",
+      { class: "muted questions-total", role: "status" },
+      `${questionCountText(count, more)} across ${asked.size === cubes.length ? "your" : `the first ${asked.size} of your`} cubes`,
+    );
+  };
   const render = () =>
     replace(
       body,
+      total(),
       cubes.length === 0
         ? h("p", { class: "muted" }, "No cubes yet.")
         : h(
@@ -93,6 +125,7 @@ export function cubesView(context: ListContext): View {
                 { "data-cube-id": cube.id },
                 h("a", { href: `#/cubes/${encodeURIComponent(cube.id)}`, class: "cube-link" }, cube.name),
                 h("span", { class: "badge access" }, enumLabel(cube.callerAccess, "CUBE_ACCESS_")),
+                questionsBadge(cube),
                 cube.callerAccess === "CUBE_ACCESS_MANAGE"
                   ? h(
                       "a",
@@ -124,9 +157,28 @@ export function cubesView(context: ListContext): View {
     (list) => {
       cubes.push(...list);
       render();
+      void countQuestions();
     },
     (e) => replace(body, h("p", { class: "error", role: "alert" }, (e as Error).message)),
   );
+  /** Counts each cube's open questions (the first QUESTION_COUNT_CUBES cubes; a failed read counts none). */
+  async function countQuestions() {
+    await Promise.all(
+      cubes.slice(0, QUESTION_COUNT_CUBES).map(async (cube) => {
+        try {
+          const answer = await rpc<{ questions?: Question[]; nextPageToken?: string }>(
+            `${CUBE}.ActivityService/ListQuestions`,
+            { cubeId: cube.id, pageSize: QUESTION_PAGE },
+            context.token,
+          );
+          asked.set(cube.id, { count: openQuestions(answer.questions ?? []).length, more: !!answer.nextPageToken });
+        } catch {
+          // Not answerable (an older cube service, or no READ after all): no badge.
+        }
+      }),
+    );
+    render();
+  }
   return { element, dispose() {} };
 }
 

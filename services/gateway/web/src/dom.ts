@@ -31,10 +31,20 @@ export function replace(parent: Element, ...children: (Child | Child[])[]): void
   append(parent, children);
 }
 
-/** "just now", "5 min ago", "3 h ago", or a date, for an RFC 3339 timestamp. */
+/**
+ * "just now", "5 min ago", "3 h ago", or a date, for an RFC 3339 timestamp; a future instant
+ * (a claim's stale_at) reads "in 40 s", "in 14 min", "in 2 h".
+ */
 export function ago(iso: string | undefined, now = Date.now()): string {
   if (!iso) return "never";
   const seconds = Math.round((now - Date.parse(iso)) / 1000);
+  if (seconds <= -10) {
+    const ahead = -seconds;
+    if (ahead < 60) return `in ${ahead} s`;
+    if (ahead < 3600) return `in ${Math.floor(ahead / 60)} min`;
+    if (ahead < 86_400) return `in ${Math.floor(ahead / 3600)} h`;
+    return new Date(iso).toLocaleDateString();
+  }
   if (seconds < 10) return "just now";
   if (seconds < 60) return `${seconds} s ago`;
   if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;

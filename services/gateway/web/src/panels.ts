@@ -1,5 +1,7 @@
 import { CUBE, type Decision, type Drone, type Entry, type Role, rpc } from "./api";
+import { claimView, mayListReceipts, preview, repliesText, seatChangeText, seatStateView } from "./coordination";
 import { enumLabel, h, replace, time } from "./dom";
+import { type ReceiptsState, receiptsList } from "./receipts";
 
 /** How long a live drone may stay quiet before the console marks it silent. */
 export const QUIET_MS = 10 * 60_000;
@@ -28,7 +30,7 @@ export function rolesPanel(roles: readonly Role[]): HTMLElement[] {
   ];
 }
 
-/** The drones card's content: posture, last seen, silent seats highlighted. */
+/** The drones card's content: role and posture, seat state (its note, since when), last seen, silent seats highlighted. */
 export function dronesPanel(drones: readonly Drone[], seatDroneId: string | undefined): HTMLElement[] {
   const now = Date.now();
   const live = drones.filter((d) => !d.evictedAt);
@@ -47,7 +49,7 @@ export function dronesPanel(drones: readonly Drone[], seatDroneId: string | unde
               "tr",
               {},
               h("th", { scope: "col" }, "Drone"),
-              h("th", { scope: "col" }, "Posture"),
+              h("th", { scope: "col" }, "State"),
               h("th", { scope: "col" }, "Last seen"),
             ),
           ),
@@ -69,12 +71,18 @@ export function dronesPanel(drones: readonly Drone[], seatDroneId: string | unde
                   h("span", { class: `dot ${drone.live ? "on" : "off"}`, "aria-hidden": "true" }),
                   h("strong", {}, drone.label || drone.id.slice(0, 8)),
                   seatDroneId === drone.id ? h("span", { class: "badge you" }, "you") : null,
-                  h("div", { class: "muted" }, drone.roleName ?? ""),
+                  h(
+                    "div",
+                    { class: "muted" },
+                    [drone.roleName, drone.posture ? enumLabel(drone.posture, "DRONE_POSTURE_") : ""]
+                      .filter(Boolean)
+                      .join(" · "),
+                  ),
                 ),
-                h("td", {}, enumLabel(drone.posture, "DRONE_POSTURE_")),
+                seatStateCell(drone),
                 h(
                   "td",
-                  {},
+                  { class: "last-seen" },
                   time(drone.lastSeenAt),
                   silent
                     ? h(
@@ -91,13 +99,36 @@ export function dronesPanel(drones: readonly Drone[], seatDroneId: string | unde
   ];
 }
 
+/** A drone's seat state cell: the state, its note, and since when (independent of last seen). */
+function seatStateCell(drone: Drone): HTMLTableCellElement {
+  const view = seatStateView(drone);
+  if (!view) return h("td", { class: "seat-state", "data-state": "unset" }, h("span", { class: "muted" }, "not said"));
+  return h(
+    "td",
+    { class: "seat-state", "data-state": view.state },
+    h("span", { class: `badge seat-${view.state}` }, view.state),
+    view.note ? h("div", { class: "state-note" }, view.note) : null,
+    view.changedAt ? h("div", { class: "muted" }, "since ", time(view.changedAt)) : null,
+  );
+}
+
 /** What an entry's rendering needs from its cube view. */
 export interface EntryOptions {
   readonly seatDroneId: string | undefined;
   readonly canWrite: boolean;
   readonly label: (droneId: string | undefined) => string;
-  readonly act: (method: "AckEntry" | "ClaimEntry" | "ReleaseClaim", entry: Entry) => void;
+  readonly act: (method: EntryAction, entry: Entry) => void;
+  /** The entry a reply answers, when it is in view. */
+  readonly parent: (entryId: string) => Entry | undefined;
+  /** Opens the entry's thread; `reply` focuses the reply form replying to this entry. */
+  readonly thread: (entry: Entry, reply: boolean) => void;
+  /** The receipts panel's state while it is open for the entry; undefined when closed. */
+  readonly receipts: (entryId: string) => ReceiptsState | undefined;
+  readonly toggleReceipts: (entry: Entry) => void;
 }
+
+/** The actions an entry offers. */
+export type EntryAction = "AckEntry" | "ClaimEntry" | "ReleaseClaim" | "TakeOverClaim";
 
 /** One activity entry: author, audience, message, acks, claim, and the seat's actions. */
 export function entryItem(entry: Entry, options: EntryOptions): HTMLLIElement {
@@ -117,11 +148,63 @@ export function entryItem(entry: Entry, options: EntryOptions): HTMLLIElement {
       ),
     );
   }
-  if (options.canWrite && !entry.claim?.holderDroneId && !entry.claim?.holderPrincipalId) {
+  const claim = claimView(entry.claim, droneLabel);
+  const holding = seatDroneId !== undefined && entry.claim?.holderDroneId === seatDroneId;
+  if (options.canWrite && !claim) {
     actions.append(h("button", { type: "button", class: "small", onclick: () => act("ClaimEntry", entry) }, "Claim"));
-  } else if (seatDroneId !== undefined && entry.claim?.holderDroneId === seatDroneId) {
+  } else if (holding) {
     actions.append(
       h("button", { type: "button", class: "small", onclick: () => act("ReleaseClaim", entry) }, "Release"),
+    );
+  } else if (options.canWrite && claim?.state === "stale") {
+    actions.append(
+      h("button", { type: "button", class: "small", onclick: () => act("TakeOverClaim", entry) }, "Take over"),
+    );
+  }
+  if (options.canWrite && !entry.seatState) {
+    actions.append(
+      h(
+        "button",
+        { type: "button", class: "small", onclick: () => options.thread(entry, true) },
+        "Reply",
+        h("span", { class: "sr-only" }, ` to ${author}`),
+      ),
+    );
+  }
+  const receipts = options.receipts(entry.id);
+  if (mayListReceipts(entry, seatDroneId)) {
+    actions.append(
+      h(
+        "button",
+        {
+          type: "button",
+          class: "small",
+          "aria-expanded": receipts ? "true" : "false",
+          "aria-controls": `receipts-${entry.id}`,
+          onclick: () => options.toggleReceipts(entry),
+        },
+        "Receipts",
+      ),
+    );
+  }
+  const parent = entry.replyToEntryId ? options.parent(entry.replyToEntryId) : undefined;
+  const replies = entry.replyCount ?? 0;
+  if (entry.seatState) {
+    // A seat state change is a line of the log, not a message to act on.
+    return h(
+      "li",
+      {
+        class: "entry seat-change",
+        "data-entry-id": entry.id,
+        "aria-label": `${author} ${seatChangeText(entry.seatState)}`,
+      },
+      h(
+        "div",
+        { class: "meta" },
+        h("strong", { class: "author" }, author),
+        h("span", { class: "badge state" }, seatChangeText(entry.seatState)),
+        time(entry.createdAt, "when"),
+      ),
     );
   }
   return h(
@@ -129,12 +212,24 @@ export function entryItem(entry: Entry, options: EntryOptions): HTMLLIElement {
     {
       class: `entry${direct ? " direct" : ""}${mine ? " mine" : ""}`,
       "data-entry-id": entry.id,
-      "aria-label": `${author}: ${entry.message ?? ""}`,
+      "data-thread": entry.threadRootEntryId || undefined,
+      "aria-label": `${author}${entry.question ? " asks" : ""}: ${entry.message ?? ""}`,
     },
+    entry.replyToEntryId
+      ? h(
+          "button",
+          { type: "button", class: "in-reply link", onclick: () => options.thread(entry, false) },
+          "↩ reply to ",
+          parent
+            ? `${parent.author?.label || droneLabel(parent.author?.droneId)}: “${preview(parent.message, 60)}”`
+            : "an earlier entry",
+        )
+      : null,
     h(
       "div",
       { class: "meta" },
       h("strong", { class: "author" }, author),
+      entry.question ? h("span", { class: "badge question" }, "question to humans") : null,
       direct
         ? h("span", { class: "badge direct" }, `direct → ${(entry.recipientDroneIds ?? []).map(droneLabel).join(", ")}`)
         : h("span", { class: "badge" }, "broadcast"),
@@ -152,15 +247,32 @@ export function entryItem(entry: Entry, options: EntryOptions): HTMLLIElement {
             `✓ ${Math.max(entry.ackCount ?? 0, ackedBy.length)} ack${Math.max(entry.ackCount ?? 0, ackedBy.length) === 1 ? "" : "s"}`,
           )
         : null,
-      entry.claim?.holderDroneId || entry.claim?.holderPrincipalId
+      claim
         ? h(
             "span",
-            { class: "claim" },
-            `⚑ claimed by ${entry.claim.holderLabel || droneLabel(entry.claim.holderDroneId)}`,
+            {
+              class: `claim claim-${claim.state}`,
+              "data-claim-state": claim.state,
+              "data-fence": claim.fence || undefined,
+            },
+            `⚑ claimed by ${claim.holder}`,
+            claim.fence ? ` · fence ${claim.fence}` : "",
+            " · ",
+            h("span", { class: `badge claim-${claim.state}` }, claim.state),
+            claim.staleAt ? [claim.state === "stale" ? " since " : " stale ", time(claim.staleAt)] : null,
+          )
+        : null,
+      replies > 0
+        ? h(
+            "button",
+            { type: "button", class: "small link replies", onclick: () => options.thread(entry, false) },
+            repliesText(replies),
+            h("span", { class: "sr-only" }, ` to ${author}`),
           )
         : null,
       actions,
     ),
+    receipts ? receiptsList(entry.id, receipts) : null,
   );
 }
 
