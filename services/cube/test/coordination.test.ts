@@ -208,11 +208,12 @@ describe("issue 16 coordination: receipts, nudges, threads, hygiene, questions, 
     expect(r2e.threadRootEntryId).toBe(root.id);
     expect(r2e.replyToEntryId).toBe(r1.id);
     clock.advance(31_000);
-    // A DIRECT reply to A only: B cannot see it, so B is not told.
+    // A DIRECT reply to A only: B cannot see it, so B is not told; A gets the entry itself (one
+    // delivery, one notice), not a REPLY on top.
     const r3 = await reply(c.token, root.id, "psst, A only", [a.droneId]);
     const replies = await notifications(h, w.cubeId, ["reply"]);
     const byRecipient = (id: string) => replies.filter((n) => n.recipient === id).reduce((s, n) => s + n.n, 0);
-    expect(byRecipient(a.droneId)).toBe(3); // r1, r2, r3
+    expect(byRecipient(a.droneId)).toBe(2); // r1, r2 (r3 is addressed to A)
     expect(byRecipient(b.droneId)).toBe(1); // r2 (not r1: its own; not r3: cannot see it)
     expect(byRecipient(c.droneId)).toBe(0); // its own replies; r1 came before it joined
     expect(byRecipient(d.droneId)).toBe(0); // never posted in the thread
@@ -222,7 +223,7 @@ describe("issue 16 coordination: receipts, nudges, threads, hygiene, questions, 
       [w.cubeId],
     );
     expect(notified.map((n) => `${n.entry_id}>${n.recipient}`).sort()).toEqual(
-      [`${r1.id}>${a.droneId}`, `${r2e.id}>${a.droneId}`, `${r2e.id}>${b.droneId}`, `${r3.id}>${a.droneId}`].sort(),
+      [`${r1.id}>${a.droneId}`, `${r2e.id}>${a.droneId}`, `${r2e.id}>${b.droneId}`].sort(),
     );
 
     // ReadThread from any reply: the root and the visible replies in order; paging.

@@ -169,6 +169,32 @@ describe("NoticeService", () => {
     expect(receipt?.delivered_via).toBe("machine_link");
   });
 
+  it("a DIRECT reply to the thread's author is one notice (the entry), not the entry and a REPLY too", async () => {
+    const w0 = await world("direct-reply");
+    const root = await post(h, w0.recipient.token, w0.cubeId, "may I merge?");
+    const { entry: reply } = await h.activity.appendEntry(
+      {
+        cubeId: w0.cubeId,
+        message: "yes",
+        visibility: Visibility.DIRECT,
+        recipientDroneIds: [w0.recipient.droneId],
+        replyToEntryId: root.id,
+      },
+      asBearer(w0.author.token),
+    );
+    const rows = await h.sql<{ item_type: string; entry_id: string | null }>(
+      `SELECT a.item_type, n.entry_id::text FROM notices n JOIN activity_items a ON a.id = n.item_id
+       WHERE n.machine_id = $1`,
+      [w0.machineId],
+    );
+    expect(rows).toEqual([{ item_type: "entry", entry_id: reply?.id }]);
+    const replies = await h.sql<{ n: number }>(
+      "SELECT count(*)::int AS n FROM activity_items WHERE cube_id = $1 AND notification_kind = 'reply'",
+      [w0.cubeId],
+    );
+    expect(replies[0]?.n).toBe(0);
+  });
+
   it("ConfirmNotice is idempotent; a confirmed notice is never sent again, an unconfirmed one is resent with the same id", async () => {
     const w0 = await world("confirm");
     await post(h, w0.author.token, w0.cubeId, "one", [w0.recipient.droneId]);

@@ -13,6 +13,7 @@ import { viewerOf } from "../rules/visibility";
 import { requireAccess } from "../store/access";
 import { loadItems, positionOf, scanVisible } from "../store/activity";
 import { streamCredential } from "../store/identity";
+import { renewHolderClaims } from "../store/leases";
 import type { DeliveryRecorder } from "./deliveries";
 import type { ActivityFeed } from "./feed";
 import { type Event, StreamSink } from "./sink";
@@ -36,6 +37,9 @@ export function subscribeActivity(
     const principal = await ctx.principal();
     const s = await requireAccess(deps.prisma, principal, cubeId, READ, "reading");
     const start = request.after === undefined ? BigInt(s.cube.head) : positionOf("after", s, request.after);
+    // Opening a stream is a drone's activity (MCP log_wait opens one per wait): it renews its claims.
+    if (principal.kind === "drone-session")
+      await renewHolderClaims(deps.fast, principal.droneId, deps.clock.now(), deps.config.claimLeaseSeconds);
     const credentialId = await streamCredential(deps, principal);
     const release = await limiter.acquire(credentialKey(principal));
     const sink = new StreamSink(deps, principal, cubeId, start, viewerOf(s), credentialId);

@@ -159,7 +159,8 @@ export async function scanClaims(deps: CubeDeps): Promise<string[]> {
       UPDATE claims SET state = 'stale', stale_at = ${now}
       FROM due WHERE claims.entry_id = due.entry_id AND claims.state = 'held'
       RETURNING claims.entry_id::text, claims.cube_id::text, claims.holder_drone_id::text`;
-    for (const row of rows) {
+    // Cube rows are locked (positions taken) in one order by every scanner: no deadlock between replicas.
+    for (const row of [...rows].sort((a, b) => a.cube_id.localeCompare(b.cube_id))) {
       const entry = await tx.activityItem.findUniqueOrThrow({ where: { id: row.entry_id } });
       const audience = await claimAudience(tx, entry, row.holder_drone_id ?? undefined);
       if (row.holder_drone_id) audience.unshift(row.holder_drone_id);

@@ -99,7 +99,8 @@ export async function scanNudges(deps: CubeDeps): Promise<{ entryId: string; dro
                 a.author_drone_id::text`;
     const byCube = new Map<string, typeof rows>();
     for (const row of rows) byCube.set(row.cube_id, [...(byCube.get(row.cube_id) ?? []), row]);
-    for (const [cubeId, items] of byCube) {
+    // Cubes in one order for every scanner, so two replicas' rounds never lock cube rows crosswise.
+    for (const [cubeId, items] of [...byCube].sort(([a], [b]) => a.localeCompare(b))) {
       const written = await insertNotifications(
         tx,
         cubeId,

@@ -31,6 +31,11 @@ export interface NewNotification {
   readonly entryId?: string;
   readonly actorDroneId?: string;
   readonly actorRoleName?: string;
+  /**
+   * What repeats are counted by within the coalescing window, beside recipient and actor;
+   * defaults to the kind. A REPLY names its thread, so answers in two threads both arrive.
+   */
+  readonly coalesceAs?: string;
 }
 
 /**
@@ -83,7 +88,8 @@ export async function insertNotifications(
  */
 export type WrittenNotifications = NewNotification[] & { readonly noticesFor: readonly QueuedFor[] };
 
-const markKey = (n: NewNotification) => `${n.recipientDroneId}/${n.actorDroneId}/${n.kind}`;
+const markKind = (n: NewNotification) => n.coalesceAs ?? n.kind;
+const markKey = (n: NewNotification) => `${n.recipientDroneId}/${n.actorDroneId}/${markKind(n)}`;
 
 async function coalesce(tx: Tx, items: NewNotification[], now: Date, windowSeconds: number) {
   const subject = new Map<string, NewNotification>();
@@ -95,7 +101,7 @@ async function coalesce(tx: Tx, items: NewNotification[], now: Date, windowSecon
     INSERT INTO notification_marks (recipient_drone_id, actor_drone_id, kind, last_at)
     SELECT r, a, k, ${now} FROM unnest(${marks.map((n) => n.recipientDroneId)}::uuid[],
                                       ${marks.map((n) => n.actorDroneId)}::uuid[],
-                                      ${marks.map((n) => n.kind)}::text[]) AS x(r, a, k)
+                                      ${marks.map(markKind)}::text[]) AS x(r, a, k)
     ORDER BY r, a, k
     ON CONFLICT (recipient_drone_id, actor_drone_id, kind) DO UPDATE SET last_at = EXCLUDED.last_at
       WHERE notification_marks.last_at <= ${cutoff}

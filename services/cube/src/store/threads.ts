@@ -68,7 +68,10 @@ export async function afterReply(
     SELECT DISTINCT author_drone_id::text AS id FROM activity_items
     WHERE cube_id = ${reply.cubeId}::uuid AND item_type = 'entry' AND author_drone_id IS NOT NULL
       AND (id = ${rootId}::uuid OR thread_root_entry_id = ${rootId}::uuid)`;
-  const candidates = authors.map((a) => a.id).filter((id) => id !== reply.authorDroneId);
+  // A DIRECT reply's recipients get the entry itself (and its receipt and notice); a REPLY
+  // notification on top would reach their harness twice.
+  const addressed = new Set(reply.recipientDroneIds);
+  const candidates = authors.map((a) => a.id).filter((id) => id !== reply.authorDroneId && !addressed.has(id));
   const audience = (await droneViewers(tx, reply.cubeId, candidates))
     .filter((viewer) => visibleTo(viewer, reply))
     .map((viewer) => viewer.droneId)
@@ -84,6 +87,7 @@ export async function afterReply(
       entryId: reply.id,
       actorDroneId: s.drone?.id,
       actorRoleName: s.drone?.roleName,
+      coalesceAs: `reply:${rootId}`,
     })),
     reply.createdAt,
     deps.config.notifyCoalesceSeconds,
