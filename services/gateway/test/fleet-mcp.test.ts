@@ -237,6 +237,51 @@ describe("gateway: MCP sessions belong to the fleet", () => {
     }
   });
 
+  it("after the seat's client credential is rotated: a final push notice and tool errors, not HTTP 401s", async () => {
+    const issued = await call<{ client: { id: string }; token: string }>(
+      system,
+      "unimatrix.cube.v1.IdentityService/IssueClient",
+      { name: "soon-rotated" },
+      acme.user,
+    );
+    await call(
+      system,
+      "unimatrix.cube.v1.IdentityService/SetCubeGrant",
+      { clientId: issued.client.id, cubeId: acme.cubeId, access: "CUBE_ACCESS_WRITE" },
+      acme.user,
+    );
+    const onA = await agent(a.url, issued.token);
+    const stream = push(b.url, issued.token, onA.sessionId);
+    try {
+      await eventually(stream.opened, "the push stream on B to open");
+      await onA.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
+      await post("seen before the rotation");
+      await eventually(() => stream.received.length === 1, "the entry before the rotation");
+      await call(
+        system,
+        "unimatrix.cube.v1.IdentityService/RotateClientCredential",
+        { clientId: issued.client.id },
+        acme.user,
+      );
+      await eventually(() => stream.notices.some((n) => n.event === "access_revoked"), "the final notice", 15_000);
+      // The old credential's later calls are tool errors (the SDK client would throw on a 401).
+      let after: Awaited<ReturnType<typeof onA.tool>> | undefined;
+      await eventually(
+        async () => {
+          after = await onA.tool("log_read", { page_size: 5 });
+          if (!after.isError) await new Promise((resolve) => setTimeout(resolve, 250));
+          return after.isError === true;
+        },
+        "tool calls to fail after the rotation",
+        10_000,
+      );
+      expect(after!.content[0]!.text).toMatch(/^UNAUTHENTICATED: /);
+    } finally {
+      stream.source.close();
+      await onA.close().catch(() => {});
+    }
+  });
+
   it("answers 404 to another credential's session id on any replica", async () => {
     const owner = await agent(a.url, acme.clients[0]!.token);
     try {
