@@ -197,90 +197,51 @@ describe("gateway: MCP sessions belong to the fleet", () => {
     }
   });
 
-  it("gives the push stream a final notice when the seat's client is revoked, wherever the stream is", async () => {
-    const issued = await call<{ client: { id: string }; token: string }>(
-      system,
-      "unimatrix.cube.v1.IdentityService/IssueClient",
-      { name: "soon-revoked" },
-      acme.user,
-    );
-    await call(
-      system,
-      "unimatrix.cube.v1.IdentityService/SetCubeGrant",
-      { clientId: issued.client.id, cubeId: acme.cubeId, access: "CUBE_ACCESS_WRITE" },
-      acme.user,
-    );
-    const onA = await agent(a.url, issued.token);
-    const stream = push(b.url, issued.token, onA.sessionId);
-    try {
-      await eventually(stream.opened, "the push stream on B to open");
-      await onA.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
-      await post("seen before the revocation");
-      await eventually(() => stream.received.length === 1, "the entry before the revocation");
-      await call(system, "unimatrix.cube.v1.IdentityService/RevokeClient", { clientId: issued.client.id }, acme.user);
-      await eventually(() => stream.notices.some((n) => n.event === "access_revoked"), "the final notice", 15_000);
-      // Later tool calls are tool errors once the edge's auth cache (at most 5 s) lets go.
-      let after: Awaited<ReturnType<typeof onA.tool>> | undefined;
-      await eventually(
-        async () => {
-          after = await onA.tool("log_read", { page_size: 5 });
-          if (!after.isError) await new Promise((resolve) => setTimeout(resolve, 250));
-          return after.isError === true;
-        },
-        "tool calls to fail after the revocation",
-        10_000,
-      );
-      expect(after!.content[0]!.text).toMatch(/^UNAUTHENTICATED: /);
-    } finally {
-      stream.source.close();
-      await onA.close().catch(() => {});
-    }
-  });
-
-  it("after the seat's client credential is rotated: a final push notice and tool errors, not HTTP 401s", async () => {
-    const issued = await call<{ client: { id: string }; token: string }>(
-      system,
-      "unimatrix.cube.v1.IdentityService/IssueClient",
-      { name: "soon-rotated" },
-      acme.user,
-    );
-    await call(
-      system,
-      "unimatrix.cube.v1.IdentityService/SetCubeGrant",
-      { clientId: issued.client.id, cubeId: acme.cubeId, access: "CUBE_ACCESS_WRITE" },
-      acme.user,
-    );
-    const onA = await agent(a.url, issued.token);
-    const stream = push(b.url, issued.token, onA.sessionId);
-    try {
-      await eventually(stream.opened, "the push stream on B to open");
-      await onA.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
-      await post("seen before the rotation");
-      await eventually(() => stream.received.length === 1, "the entry before the rotation");
-      await call(
+  it.each([
+    ["revoked", "RevokeClient"],
+    ["rotated", "RotateClientCredential"],
+  ])(
+    "when the seat's client credential is %s: a final push notice wherever the stream is, then tool errors (not HTTP 401s)",
+    async (what, rpc) => {
+      const issued = await call<{ client: { id: string }; token: string }>(
         system,
-        "unimatrix.cube.v1.IdentityService/RotateClientCredential",
-        { clientId: issued.client.id },
+        "unimatrix.cube.v1.IdentityService/IssueClient",
+        { name: `soon-${what}` },
         acme.user,
       );
-      await eventually(() => stream.notices.some((n) => n.event === "access_revoked"), "the final notice", 15_000);
-      // The old credential's later calls are tool errors (the SDK client would throw on a 401).
-      let after: Awaited<ReturnType<typeof onA.tool>> | undefined;
-      await eventually(
-        async () => {
-          after = await onA.tool("log_read", { page_size: 5 });
-          if (!after.isError) await new Promise((resolve) => setTimeout(resolve, 250));
-          return after.isError === true;
-        },
-        "tool calls to fail after the rotation",
-        10_000,
+      await call(
+        system,
+        "unimatrix.cube.v1.IdentityService/SetCubeGrant",
+        { clientId: issued.client.id, cubeId: acme.cubeId, access: "CUBE_ACCESS_WRITE" },
+        acme.user,
       );
-      expect(after!.content[0]!.text).toMatch(/^UNAUTHENTICATED: /);
-    } finally {
-      stream.source.close();
-      await onA.close().catch(() => {});
-    }
-  });
+      const onA = await agent(a.url, issued.token);
+      const stream = push(b.url, issued.token, onA.sessionId);
+      try {
+        await eventually(stream.opened, "the push stream on B to open");
+        await onA.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
+        await post(`seen before the credential was ${what}`);
+        await eventually(() => stream.received.length === 1, "the entry before the change");
+        await call(system, `unimatrix.cube.v1.IdentityService/${rpc}`, { clientId: issued.client.id }, acme.user);
+        await eventually(() => stream.notices.some((n) => n.event === "access_revoked"), "the final notice", 15_000);
+        // Later tool calls are tool errors once the edge's auth cache (at most 5 s) lets go.
+        let after: Awaited<ReturnType<typeof onA.tool>> | undefined;
+        await eventually(
+          async () => {
+            after = await onA.tool("log_read", { page_size: 5 });
+            if (!after.isError) await new Promise((resolve) => setTimeout(resolve, 250));
+            return after.isError === true;
+          },
+          `tool calls to fail after the credential was ${what}`,
+          10_000,
+        );
+        expect(after!.content[0]!.text).toMatch(/^UNAUTHENTICATED: /);
+      } finally {
+        stream.source.close();
+        await onA.close().catch(() => {});
+      }
+    },
+  );
 
   it("answers 404 to another credential's session id on any replica", async () => {
     const owner = await agent(a.url, acme.clients[0]!.token);
