@@ -22,6 +22,8 @@ const job = JSON.parse(process.env.BENCH_JOB ?? "{}") as {
   drive: boolean;
   /** First watcher index of this process (distinct principals across processes). */
   offset: number;
+  /** Seconds of driving before the measured window (every machine links once, connections warm). */
+  warmup: number;
 };
 const sleep = (n: number) => new Promise((resolve) => setTimeout(resolve, n));
 
@@ -37,6 +39,8 @@ async function main() {
   const watchers: { cancel(): void }[] = [];
   /** Per watcher, the cursors of the transitions it received (exactly-once check). */
   const seen: Set<string>[] = [];
+  /** The measured window (epoch ms), set by the go signal; shared by every process. */
+  const window = { from: Number.POSITIVE_INFINITY, to: Number.NEGATIVE_INFINITY };
   let duplicates = 0;
   let ready = 0;
   for (let i = 0; i < job.watchers; i++) {
@@ -58,7 +62,9 @@ async function main() {
       if (c === "machineReady") ready += 1;
       else if ((c === "machineLinked" || c === "machineUnlinked") && event.event.value.at) {
         const at = Number(event.event.value.at.seconds) * 1000 + event.event.value.at.nanos / 1e6;
-        samples.push(Date.now() - at);
+        // Latency counts for transitions inside the measured window only: not the warm-up (every
+        // machine's first link), not the final burst of closes; all count for exactly-once.
+        if (at >= window.from && at <= window.to) samples.push(Date.now() - at);
         if (mine.has(event.event.value.cursor)) duplicates += 1;
         mine.add(event.event.value.cursor);
       }
@@ -68,11 +74,15 @@ async function main() {
   while (ready < job.watchers) await sleep(10);
   process.stdout.write("READY\n");
   // Wait for the go signal so every process is watching before the first transition.
-  await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+  // It carries the epoch ms at which driving starts: the window opens after the warm-up.
+  const go = await new Promise<number>((resolve) => process.stdin.once("data", (d) => resolve(Number(d.toString()))));
+  window.from = go + job.warmup * 1000;
+  window.to = window.from + job.seconds * 1000;
   const open: (ReturnType<typeof links.link> | null)[] = job.tokens.map(() => null);
   const interval = 1000 / job.rate;
+  if (go > Date.now()) await sleep(go - Date.now());
   const started = performance.now();
-  const until = started + job.seconds * 1000;
+  const until = started + (job.warmup + job.seconds) * 1000;
   let n = 0;
   while (job.drive && performance.now() < until) {
     const i = n % job.tokens.length;
@@ -91,7 +101,7 @@ async function main() {
     const wait = started + n * interval - performance.now();
     if (wait > 0) await sleep(wait);
   }
-  if (!job.drive) await sleep(job.seconds * 1000);
+  if (!job.drive) await sleep(Math.max(0, window.to - Date.now()));
   let ends = 0;
   for (const call of open) {
     if (call) ends += 1;

@@ -6,7 +6,8 @@
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
-import { toBinary } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import {
@@ -20,6 +21,7 @@ import { createClient } from "@unimatrix/service-kit/grpc";
 import {
   bench,
   loadAverage,
+  startFanOutFloor,
   TEST_DATABASE_URL,
   TEST_INTERNAL_KEY,
   TEST_REDIS_URL,
@@ -33,6 +35,8 @@ import pg from "pg";
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ONLY = process.env.BENCH_ONLY;
 const RATE = Number(process.env.BENCH_RATE ?? 200);
+/** Seconds of driving before latency counts (every machine's first link, pools and JIT warm). */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
 const WATCHERS = (process.env.BENCH_WATCHERS ?? "1,10,100,1000").split(",").map(Number);
 const SNAPSHOTS = (process.env.BENCH_MACHINES ?? "1000,10000,50000").split(",").map(Number);
 const figures: [string, number, string][] = [];
@@ -153,11 +157,11 @@ async function main() {
     })();
     line(`\n### Transition → watcher latency at ${RATE} transitions/s for ${SECONDS} s (event \`at\` → received)`);
     line(
-      "| watchers | presence p50 | presence p99 | deliveries (exactly once) | raw pg tx + Redis publish p50 | raw p99 |",
+      "| watchers | presence p50 | presence p99 | deliveries (exactly once) | floor p50 | floor p99 | floor deliveries |",
     );
-    line("|---|---|---|---|---|---|");
+    line("|---|---|---|---|---|---|---|");
     for (const watcherCount of ONLY && ONLY !== "latency" ? [] : WATCHERS) {
-      const job = { address, tenantId, watchers: watcherCount, tokens, seconds: SECONDS, rate: RATE };
+      const job = { address, tenantId, watchers: watcherCount, tokens, seconds: SECONDS, rate: RATE, warmup: WARMUP };
       // The log is the truth: every watcher must hold exactly the transitions committed meanwhile
       // (a link closed before its hello landed commits none, so the driver's count is not it).
       const head = async () =>
@@ -175,17 +179,16 @@ async function main() {
           ])
         ).rows[0].n,
       );
-      // The floor fans out through one Redis connection per watcher, up to 100 (a thousand raw
-      // connections would measure Redis client setup, not the floor of a fan-out).
-      const raw = await rawLatency(Math.min(watcherCount, 100), schema.schema);
+      const floor = await floorLatency(job, watcherCount >= 50 ? 4 : 1, schema.schema);
       const exact = result.duplicates === 0 && result.perWatcher.every((n) => n === committed);
       if (!exact) failed = true;
       line(
-        `| ${watcherCount} | ${ms(result.p50)} | ${ms(result.p99)} | ${result.count}/${committed * watcherCount}${exact ? "" : ` FAILED (${result.duplicates} dup, ${result.perWatcher.filter((n) => n !== committed).length} watchers off)`} | ${ms(pct(raw, 50))} | ${ms(pct(raw, 99))} |`,
+        `| ${watcherCount} | ${ms(result.p50)} | ${ms(result.p99)} | ${result.received}/${committed * watcherCount}${exact ? "" : ` FAILED (${result.duplicates} dup, ${result.perWatcher.filter((n) => n !== committed).length} watchers off)`} | ${ms(floor.p50)} | ${ms(floor.p99)} | ${floor.received}/${floor.expected} |`,
       );
       figures.push([`presence.watch.p50_ms.w${watcherCount}`, result.p50, "ms"]);
       figures.push([`presence.watch.p99_ms.w${watcherCount}`, result.p99, "ms"]);
-      figures.push([`presence.watch.floor_p99_ms.w${watcherCount}`, pct(raw, 99), "ms"]);
+      figures.push([`presence.watch.floor_p50_ms.w${watcherCount}`, floor.p50, "ms"]);
+      figures.push([`presence.watch.floor_p99_ms.w${watcherCount}`, floor.p99, "ms"]);
     }
     figures.push(["presence.watch.exactly_once", failed ? 0 : 1, "bool"]);
 
@@ -231,19 +234,36 @@ async function main() {
 }
 
 /**
- * Runs the watchers in `processes` child processes (same tsx loader) and the link driver in the
- * first: decoding 100 streams is client work and must not starve one client process or the
- * server. Returns the merged latency summary.
+ * Runs the watchers in `processes` child processes (same tsx loader) and the link driver in one
+ * more: decoding 100 streams is client work and must not starve the driver or the server.
+ * Returns the merged latency summary.
  */
 async function runClients(
   job: { watchers: number } & Record<string, unknown>,
   processes: number,
-): Promise<{ p50: number; p99: number; count: number; driven: number; duplicates: number; perWatcher: number[] }> {
-  const children = Array.from({ length: processes }, (_, k) => {
-    const share = Math.floor(job.watchers / processes) + (k < job.watchers % processes ? 1 : 0);
-    const offset = k * Math.ceil(job.watchers / processes);
+  options: { drive: boolean; onGo?: (go: number) => Promise<void> } = { drive: true },
+): Promise<{
+  p50: number;
+  p99: number;
+  count: number;
+  received: number;
+  driven: number;
+  duplicates: number;
+  perWatcher: number[];
+}> {
+  // Watcher processes, then (when driving) one more that only drives the links: a daemon is not
+  // a watcher, and a driver that shares a loop with decoding falls behind and catches up in bursts.
+  const roles = [
+    ...Array.from({ length: processes }, (_, k) => ({
+      watchers: Math.floor(job.watchers / processes) + (k < job.watchers % processes ? 1 : 0),
+      offset: k * Math.ceil(job.watchers / processes),
+      drive: false,
+    })),
+    ...(options.drive ? [{ watchers: 0, offset: 0, drive: true }] : []),
+  ];
+  const children = roles.map((role) => {
     const child = spawn(process.execPath, [...process.execArgv, join(__dirname, "clients.ts")], {
-      env: { ...process.env, BENCH_JOB: JSON.stringify({ ...job, watchers: share, offset, drive: k === 0 }) },
+      env: { ...process.env, BENCH_JOB: JSON.stringify({ ...job, ...role }) },
       stdio: ["pipe", "pipe", "inherit"],
     });
     let out = "";
@@ -263,70 +283,107 @@ async function runClients(
     return { child, ready, done };
   });
   await Promise.all(children.map((c) => c.ready));
-  for (const c of children) c.child.stdin?.write("go\n");
+  const go = Date.now() + 50;
+  for (const c of children) c.child.stdin?.write(`${go}\n`);
+  await options.onGo?.(go);
   const results = await Promise.all(children.map((c) => c.done));
   const samples = results.flatMap((r) => r.samples);
   return {
     p50: pct(samples, 50),
     p99: pct(samples, 99),
     count: samples.length,
+    received: results.reduce((n, r) => n + r.perWatcher.reduce((a, b) => a + b, 0), 0),
     driven: results.reduce((n, r) => n + r.driven, 0),
     duplicates: results.reduce((n, r) => n + r.duplicates, 0),
     perWatcher: results.flatMap((r) => r.perWatcher),
   };
 }
 
-/** Raw baseline: per transition one pg transaction (row lock, insert event, update row) + one Redis publish. */
-async function rawLatency(watcherCount: number, schema: string): Promise<number[]> {
+/**
+ * The floor of the watch fan-out, with the same watcher processes and rate: per transition one raw
+ * pg transaction (row lock, insert event, update row) and one Redis publish; one Redis subscriber
+ * turns each into a transition message, encodes it once and writes it to every stream of a bare
+ * grpc-js server (kit `startFanOutFloor`) at WatchMachines' own path. No auth, no ORM, no feed.
+ */
+async function floorLatency(
+  job: { watchers: number; seconds: number; warmup: number; rate: number } & Record<string, unknown>,
+  processes: number,
+  schema: string,
+): Promise<{ p50: number; p99: number; received: number; expected: number }> {
   const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 4, options: `-c search_path=${schema}` });
   await pool.query("CREATE TABLE IF NOT EXISTS raw_state (id int PRIMARY KEY, linked boolean NOT NULL)");
   await pool.query(
     "CREATE TABLE IF NOT EXISTS raw_events (seq bigserial PRIMARY KEY, id int, linked boolean, at timestamptz)",
   );
   await pool.query("INSERT INTO raw_state SELECT g, false FROM generate_series(0, 59) g ON CONFLICT DO NOTHING");
+  const ready = toBinary(
+    WatchMachinesResponseSchema,
+    create(WatchMachinesResponseSchema, { event: { case: "machineReady", value: { cursor: "0" } } }),
+  );
+  const floor = await startFanOutFloor(`/${MachineService.typeName}/WatchMachines`, [ready]);
   const publisher = new Redis(TEST_REDIS_URL);
-  const subscribers: Redis[] = [];
-  const samples: number[] = [];
-  const channel = `bench-raw-${randomUUID()}`;
-  for (let i = 0; i < watcherCount; i++) {
-    const sub = new Redis(TEST_REDIS_URL);
-    await sub.subscribe(channel);
-    sub.on("message", (_c: string, message: string) => samples.push(Date.now() - Number(message)));
-    subscribers.push(sub);
-  }
-  const until = performance.now() + SECONDS * 1000;
-  const started = performance.now();
-  let n = 0;
-  const pending: Promise<void>[] = [];
-  while (performance.now() < until) {
-    const id = n % 60;
-    pending.push(
-      (async () => {
-        const at = Date.now();
-        const client = await pool.connect();
-        try {
-          await client.query("BEGIN");
-          const row = await client.query("SELECT linked FROM raw_state WHERE id = $1 FOR UPDATE", [id]);
-          const linked = !row.rows[0].linked;
-          await client.query("INSERT INTO raw_events (id, linked, at) VALUES ($1, $2, now())", [id, linked]);
-          await client.query("UPDATE raw_state SET linked = $2 WHERE id = $1", [id, linked]);
-          await client.query("COMMIT");
-        } finally {
-          client.release();
-        }
-        await publisher.publish(channel, String(at));
-      })(),
-    );
-    n += 1;
-    const wait = started + n * 5 - performance.now();
-    if (wait > 0) await sleep(wait);
-  }
-  await Promise.all(pending);
-  await sleep(300);
-  for (const sub of subscribers) sub.disconnect();
+  const subscriber = new Redis(TEST_REDIS_URL);
+  const channel = `bench-floor-${randomUUID()}`;
+  await subscriber.subscribe(channel);
+  subscriber.on("message", (_c: string, message: string) => {
+    const [seq, id, linked] = message.split(" ");
+    const at = Number(message.split(" ")[3]);
+    const value = {
+      cursor: seq as string,
+      machineId: `00000000-0000-4000-8000-${String(id).padStart(12, "0")}`,
+      name: `live-${id}`,
+      at: timestampFromMs(at),
+    };
+    const event =
+      linked === "t" ? { case: "machineLinked" as const, value } : { case: "machineUnlinked" as const, value };
+    floor.send(toBinary(WatchMachinesResponseSchema, create(WatchMachinesResponseSchema, { event })));
+  });
+  let driven = 0;
+  const result = await runClients({ ...job, address: `127.0.0.1:${floor.port}`, tokens: [] }, processes, {
+    drive: false,
+    async onGo(go) {
+      await sleep(Math.max(0, go - Date.now()));
+      const started = performance.now();
+      const until = started + (job.warmup + job.seconds) * 1000;
+      const pending: Promise<void>[] = [];
+      let n = 0;
+      while (performance.now() < until) {
+        const id = n % 60;
+        pending.push(
+          (async () => {
+            const at = Date.now();
+            const client = await pool.connect();
+            let message: string;
+            try {
+              await client.query("BEGIN");
+              const row = await client.query("SELECT linked FROM raw_state WHERE id = $1 FOR UPDATE", [id]);
+              const linked = !row.rows[0].linked;
+              const event = await client.query(
+                "INSERT INTO raw_events (id, linked, at) VALUES ($1, $2, now()) RETURNING seq",
+                [id, linked],
+              );
+              await client.query("UPDATE raw_state SET linked = $2 WHERE id = $1", [id, linked]);
+              await client.query("COMMIT");
+              message = `${event.rows[0].seq} ${id} ${linked ? "t" : "f"} ${at}`;
+            } finally {
+              client.release();
+            }
+            await publisher.publish(channel, message);
+            driven += 1;
+          })(),
+        );
+        n += 1;
+        const wait = started + (n * 1000) / job.rate - performance.now();
+        if (wait > 0) await sleep(wait);
+      }
+      await Promise.all(pending);
+    },
+  });
+  subscriber.disconnect();
   publisher.disconnect();
+  await floor.stop();
   await pool.end();
-  return samples;
+  return { p50: result.p50, p99: result.p99, received: result.received, expected: driven * job.watchers };
 }
 
 /** Raw baseline of churn: `width` workers doing the same transaction + publish back to back. */

@@ -105,3 +105,52 @@ export function floorClient(address: string): {
     close: () => client.close(),
   };
 }
+
+/** A running fan-out floor (`startFanOutFloor`). */
+export interface FanOutFloor {
+  readonly port: number;
+  /** Streams open now. */
+  streams(): number;
+  /** Writes `bytes` (one encoded response) to every open stream, as is. */
+  send(bytes: Uint8Array): void;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the fan-out floor: a bare grpc-js server whose one server-streaming method, at the
+ * service's own `path` (so the service's stock client reads it unchanged), keeps every stream
+ * opened, writes `greeting` to it at once, and writes each `send` to all of them — encoded once
+ * by the caller, no auth, no database, no per-stream bookkeeping. The physical limit of this
+ * machine for fanning one event out to that many streams.
+ */
+export async function startFanOutFloor(path: string, greeting: readonly Uint8Array[]): Promise<FanOutFloor> {
+  const open = new Set<grpc.ServerWritableStream<Buffer, Buffer>>();
+  const server = new grpc.Server();
+  const definition = {
+    stream: { ...floorDefinition.query, path, responseStream: true },
+  };
+  server.addService(definition as unknown as grpc.ServiceDefinition, {
+    stream: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+      open.add(call);
+      call.on("cancelled", () => open.delete(call));
+      for (const bytes of greeting) call.write(Buffer.from(bytes));
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
+  return {
+    port,
+    streams: () => open.size,
+    send(bytes) {
+      const buffer = Buffer.from(bytes);
+      for (const call of open) call.write(buffer);
+    },
+    stop: () =>
+      new Promise<void>((resolve) => {
+        for (const call of open) call.end();
+        open.clear();
+        server.tryShutdown(() => resolve());
+      }),
+  };
+}
