@@ -10,7 +10,11 @@
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
-import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import { create, toBinary } from "@bufbuild/protobuf";
+import {
+  ActivityService,
+  SubscribeActivityResponseSchema,
+} from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { CubeAccess, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
@@ -25,6 +29,7 @@ import {
   loadAverage,
   nowMs,
   percentile as pct,
+  startFanOutFloor,
   startFloor,
   TEST_DATABASE_URL,
   TEST_REDIS_URL,
@@ -39,6 +44,8 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const SECONDS = benchSeconds(5);
 const TARGET_RATE = Number(process.env.BENCH_RATE ?? 500);
 const CURVE_RATE = Number(process.env.BENCH_CURVE_RATE ?? 50);
+/** Seconds of appends at the same rate before a delivery figure is timed. */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
 const CURVE = (process.env.BENCH_SUBSCRIBERS ?? "1,10,100,1000").split(",").map(Number);
 const POOL = 10; // the service's pool size (kit default); the floor gets the same.
 const STREAMS_PER_CLIENT = 10; // MAX_STREAMS_PER_CREDENTIAL
@@ -114,6 +121,7 @@ async function main() {
   });
   const floorServer = await startFloor(pool);
   const floor = floorClient(`127.0.0.1:${floorServer.port}`);
+  const stops: (() => Promise<void>)[] = [];
   try {
     const tenant = await identity.createTenant({ name: "bench", adminDisplayName: "bench" }, as(OPERATOR));
     const client = await identity.issueClient({ name: "bench" }, as(tenant.adminUserToken));
@@ -145,9 +153,21 @@ async function main() {
       readers.push(reader.token);
     }
     const message = "benchmark entry: status update from a worker drone";
+    const floorAppend = (w: number, text = message) =>
+      floor.query(APPEND_SQL, [new Date().toISOString(), floorDrones[w], floorCubeId, randomUUID(), clientId, text]);
 
     // Append→delivery (figure 3): N subscribers at a fixed append rate; each delivery counted per stream.
-    const latencyAt = async (subscribers: number, rate: number) => {
+    /** What a delivery figure drives: the service, or the floor (same subscribers, same rate). */
+    type Target = { address: string; append(message: string, i: number): Promise<unknown> };
+    const direct: Target = {
+      address,
+      append: (message, i) =>
+        activity.appendEntry(
+          { cubeId, message, visibility: Visibility.BROADCAST },
+          as(seats[i % CONCURRENCY] as string),
+        ),
+    };
+    const latencyAt = async (subscribers: number, rate: number, target: Target = direct) => {
       const appendTimes: number[] = [];
       // The subscribers run in child processes (one per 50 streams, at most 2: the machine's cores).
       const processes = Math.min(2, Math.ceil(subscribers / 50));
@@ -155,27 +175,26 @@ async function main() {
         const tokens = Array.from({ length: subscribers }, (_, i) => i)
           .filter((i) => i % processes === k)
           .map((i) => readers[Math.floor(i / STREAMS_PER_CLIENT)] as string);
-        return subscriberProcess({ address, cubeId, tokens });
+        return subscriberProcess({ address: target.address, cubeId, tokens });
       });
       await Promise.all(children.map((c) => c.ready));
       const total = Math.max(1, Math.round(rate * SECONDS));
+      // A warm-up second at the same rate first (not timed, not counted): pools, JIT and the
+      // subscribers' decoders warm, as in a service that has been running.
+      const warm = Math.round(rate * WARMUP);
       const startAt = nowMs();
       const pending: Promise<unknown>[] = [];
-      for (let i = 0; i < total; i++) {
-        const wait = startAt + (i * 1000) / rate - nowMs();
+      let measuredFrom = startAt;
+      for (let i = -warm; i < total; i++) {
+        const wait = startAt + ((i + warm) * 1000) / rate - nowMs();
         if (wait > 0) await sleep(wait);
+        if (i === 0) measuredFrom = nowMs();
         const sent = wallMs();
-        pending.push(
-          activity
-            .appendEntry(
-              { cubeId, message: `latency@${subscribers}.${i}@${sent}`, visibility: Visibility.BROADCAST },
-              as(seats[i % CONCURRENCY] as string),
-            )
-            .then(() => appendTimes.push(wallMs() - sent)),
-        );
+        const call = target.append(i < 0 ? `warm@${i}` : `latency@${subscribers}.${i}@${sent}`, i + warm);
+        pending.push(i < 0 ? call : call.then(() => appendTimes.push(wallMs() - sent)));
       }
       await Promise.all(pending);
-      const offered = (total / (nowMs() - startAt)) * 1000;
+      const offered = (total / (nowMs() - measuredFrom)) * 1000;
       const expected = total * subscribers;
       const results = await Promise.all(children.map((c) => c.finish(`latency@${subscribers}.`, total)));
       const latencies = results.flatMap((r) => r.latencies);
@@ -191,13 +210,45 @@ async function main() {
       appendTimes.sort((a, b) => a - b);
       return { subscribers, rate, offered, delivered: latencies.length, expected, duplicates, latencies, appendTimes };
     };
+    // The delivery floor: the append's own statement through the floor server, a Redis publish of
+    // the entry, one subscriber turning it into the stream's entry event, encoded once and written
+    // to every stream of a bare grpc-js server at SubscribeActivity's path (kit startFanOutFloor).
+    const ready = toBinary(
+      SubscribeActivityResponseSchema,
+      create(SubscribeActivityResponseSchema, { event: { case: "ready", value: {} } }),
+    );
+    const fanOut = await startFanOutFloor(`/${ActivityService.typeName}/SubscribeActivity`, [ready]);
+    const floorBus = await openBus({ url: TEST_REDIS_URL, prefix: `${busPrefix}-floor` });
+    await floorBus.subscribe("entries", (text) =>
+      fanOut.send(
+        toBinary(
+          SubscribeActivityResponseSchema,
+          create(SubscribeActivityResponseSchema, { event: { case: "entry", value: { message: text } } }),
+        ),
+      ),
+    );
+    const floorTarget: Target = {
+      address: `127.0.0.1:${fanOut.port}`,
+      async append(text, i) {
+        await floorAppend(i % CONCURRENCY, text);
+        await floorBus.publish("entries", text);
+      },
+    };
+    stops.push(async () => {
+      await floorBus.close();
+      await fanOut.stop();
+    });
+
     if (ONLY === "delivery") {
       // Only the target point (for `node --cpu-prof` of the fan-out).
       const target = await latencyAt(100, TARGET_RATE);
+      const targetFloor = await latencyAt(100, TARGET_RATE, floorTarget);
       process.stdout.write(`cube bench (delivery only): ${SECONDS} s, load ${loadAverage()}\n`);
       bench("cube.delivery.p50_ms.s100", pct(target.latencies, 50), "ms");
       bench("cube.delivery.p99_ms.s100", pct(target.latencies, 99), "ms");
       bench("cube.delivery.held_per_s.s100", target.offered, "1/s");
+      bench("cube.delivery.floor_p99_ms.s100", pct(targetFloor.latencies, 99), "ms");
+      bench("cube.delivery.floor_held_per_s.s100", targetFloor.offered, "1/s");
       bench("cube.delivery.exactly_once", failed ? 0 : 1, "bool");
       return;
     }
@@ -205,10 +256,9 @@ async function main() {
     // 1. AppendEntry vs its floor, same concurrency, alternated twice, best of each (shared box).
     const append = (w: number) =>
       activity.appendEntry({ cubeId, message, visibility: Visibility.BROADCAST }, as(seats[w] as string));
-    const floorAppend = (w: number) =>
-      floor.query(APPEND_SQL, [new Date().toISOString(), floorDrones[w], floorCubeId, randomUUID(), clientId, message]);
+
     await closedLoop(CONCURRENCY, 1, append);
-    await closedLoop(CONCURRENCY, 1, floorAppend);
+    await closedLoop(CONCURRENCY, 1, (w) => floorAppend(w));
     let appendRate = 0;
     let appendFloor = 0;
     let appendCpu = Number.POSITIVE_INFINITY;
@@ -218,7 +268,7 @@ async function main() {
       const used = process.cpuUsage(cpu);
       appendCpu = Math.min(appendCpu, (used.user + used.system) / r.latencies.length);
       appendRate = Math.max(appendRate, r.perSecond);
-      appendFloor = Math.max(appendFloor, (await closedLoop(CONCURRENCY, SECONDS, floorAppend)).perSecond);
+      appendFloor = Math.max(appendFloor, (await closedLoop(CONCURRENCY, SECONDS, (w) => floorAppend(w))).perSecond);
     }
 
     if (ONLY === "append") {
@@ -260,9 +310,14 @@ async function main() {
       return;
     }
 
-    const curve = [];
-    for (const n of CURVE) curve.push(await latencyAt(n, CURVE_RATE));
+    const curve: Awaited<ReturnType<typeof latencyAt>>[] = [];
+    const curveFloor: Awaited<ReturnType<typeof latencyAt>>[] = [];
+    for (const n of CURVE) {
+      curve.push(await latencyAt(n, CURVE_RATE));
+      curveFloor.push(await latencyAt(n, CURVE_RATE, floorTarget));
+    }
     const target = await latencyAt(100, TARGET_RATE);
+    const targetFloor = await latencyAt(100, TARGET_RATE, floorTarget);
 
     // 4. Raw Redis publish→receive at the target rate (through the kit's thin ioredis bus).
     const bus = await openBus({ url: TEST_REDIS_URL, prefix: `${busPrefix}-raw` });
@@ -291,17 +346,19 @@ async function main() {
       `| GetCube p50 (ms) | ${fmt(pct(get.latencies, 50), 2)} | ${fmt(pct(getFloor.latencies, 50), 2)} | |\n`,
     );
     process.stdout.write(
-      `| delivery p99, 100 subscribers, ${TARGET_RATE}/s (ms) | ${fmt(pct(target.latencies, 99), 2)} | redis pub→recv ${fmt(pct(raw, 99), 2)} | |\n`,
+      `| delivery p99, 100 subscribers, ${TARGET_RATE}/s (ms) | ${fmt(pct(target.latencies, 99), 2)} | ${fmt(pct(targetFloor.latencies, 99), 2)} (redis pub→recv alone ${fmt(pct(raw, 99), 2)}) | |\n`,
     );
     process.stdout.write(`append CPU (whole process: client, service, pg driver) ${fmt(appendCpu)} µs/append\n`);
     process.stdout.write(
-      "\n| subscribers | appends/s asked | held | deliveries (exactly once) | append p50 (ms) | delivery p50 (ms) | delivery p99 (ms) |\n|---|---|---|---|---|---|---|\n",
+      "\n| subscribers | appends/s asked | held | deliveries (exactly once) | append p50 (ms) | delivery p50 (ms) | delivery p99 (ms) | floor p50 (ms) | floor p99 (ms) |\n|---|---|---|---|---|---|---|---|---|\n",
     );
-    for (const c of [...curve, target]) {
+    const floors = [...curveFloor, targetFloor];
+    [...curve, target].forEach((c, k) => {
+      const f = floors[k] as typeof c;
       process.stdout.write(
-        `| ${c.subscribers} | ${c.rate} | ${fmt(c.offered)} | ${fmt(c.delivered)}/${fmt(c.expected)}${c.duplicates ? ` (${c.duplicates} dup)` : ""} | ${fmt(pct(c.appendTimes, 50), 2)} | ${fmt(pct(c.latencies, 50), 2)} | ${fmt(pct(c.latencies, 99), 2)} |\n`,
+        `| ${c.subscribers} | ${c.rate} | ${fmt(c.offered)} | ${fmt(c.delivered)}/${fmt(c.expected)}${c.duplicates ? ` (${c.duplicates} dup)` : ""} | ${fmt(pct(c.appendTimes, 50), 2)} | ${fmt(pct(c.latencies, 50), 2)} | ${fmt(pct(c.latencies, 99), 2)} | ${fmt(pct(f.latencies, 50), 2)} | ${fmt(pct(f.latencies, 99), 2)} |\n`,
       );
-    }
+    });
     bench("cube.append.per_s", appendRate, "1/s");
     bench("cube.append.floor_per_s", appendFloor, "1/s");
     bench("cube.append.floor_share", appendRate / appendFloor, "ratio");
@@ -310,16 +367,20 @@ async function main() {
     bench("cube.getcube.p50_ms", pct(get.latencies, 50), "ms");
     bench("cube.getcube.floor_per_s", getFloor.perSecond, "1/s");
     bench("cube.getcube.floor_share", get.perSecond / getFloor.perSecond, "ratio");
-    for (const c of curve) {
+    curve.forEach((c, k) => {
       bench(`cube.fanout.p50_ms.s${c.subscribers}`, pct(c.latencies, 50), "ms");
       bench(`cube.fanout.p99_ms.s${c.subscribers}`, pct(c.latencies, 99), "ms");
-    }
+      bench(`cube.fanout.floor_p99_ms.s${c.subscribers}`, pct((curveFloor[k] as typeof c).latencies, 99), "ms");
+    });
     bench("cube.delivery.p50_ms.s100", pct(target.latencies, 50), "ms");
     bench("cube.delivery.p99_ms.s100", pct(target.latencies, 99), "ms");
     bench("cube.delivery.held_per_s.s100", target.offered, "1/s");
+    bench("cube.delivery.floor_p99_ms.s100", pct(targetFloor.latencies, 99), "ms");
+    bench("cube.delivery.floor_held_per_s.s100", targetFloor.offered, "1/s");
     bench("cube.delivery.redis_p99_ms", pct(raw, 99), "ms");
     bench("cube.delivery.exactly_once", failed ? 0 : 1, "bool");
   } finally {
+    for (const stop of stops) await stop();
     floor.close();
     await floorServer.stop();
     identity.close();
