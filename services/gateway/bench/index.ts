@@ -3,7 +3,8 @@
 //     gRPC vs a bare HTTP echo server (the floor of an HTTP round trip from this client);
 //  2. SSE fan-out growth: 100, 1,000, 2,000, 5,000 open streams on one gateway (as many as the
 //     machine holds), append→delivery latency at a fixed append rate, every delivery checked to
-//     arrive exactly once on every stream;
+//     arrive exactly once on every stream; beside each step its floor, the same readers and rate
+//     against a bare SSE server (bench/sse-floor.ts: one pg INSERT + Redis publish per entry);
 //  3. the MCP token economy (mcp-economy.ts): a scripted agent session's calls and characters.
 // Prints `BENCH` lines.
 // The system (four services on Postgres + Redis) runs in a child process, as `npm start` runs it,
@@ -24,6 +25,7 @@ import {
   testBusPrefix,
   uniqueName,
 } from "@unimatrix/service-kit/testing";
+import { Redis } from "ioredis";
 import pg from "pg";
 import { mcpEconomy, printEconomy } from "./mcp-economy";
 
@@ -99,6 +101,149 @@ async function startSystem(database: string): Promise<{ child: ChildProcess; por
     child.once("exit", (code) => reject(new Error(`system exited with ${code}`)));
   });
   return { child, ports };
+}
+
+/** One step of an SSE growth series. */
+interface SseStep {
+  asked: number;
+  held: number;
+  openSeconds: number;
+  delivered: number;
+  expected: number;
+  missing: number;
+  duplicates: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+/**
+ * Opens SSE streams at `url` up to each of STREAM_STEPS (ten per reader token, the per-credential
+ * cap), appends RATE entries/s for SECONDS per step through `append`, and times each entry from
+ * just before its append to its frame on every stream, checking each arrives exactly once.
+ */
+async function sseSeries(target: {
+  url: string;
+  readers(count: number): Promise<string[]>;
+  append(message: string): Promise<unknown>;
+}): Promise<SseStep[]> {
+  const series = Math.random().toString(36).slice(2, 8);
+  const sent = new Map<string, number>();
+  const latencies: number[] = [];
+  let duplicates = 0;
+  let ready = 0;
+  const streams: { controller: AbortController; seen: Set<string> }[] = [];
+  const open = async (token: string) => {
+    const controller = new AbortController();
+    const seen = new Set<string>();
+    streams.push({ controller, seen });
+    const response = await fetch(target.url, {
+      headers: { authorization: `Bearer ${token}` },
+      signal: controller.signal,
+    });
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let end = buffer.indexOf("\n\n");
+      while (end >= 0) {
+        const frame = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        if (frame.includes("event: ready")) ready++;
+        const message = /"message":"(bench-[a-z0-9]+-\d+-\d+)"/.exec(frame)?.[1];
+        const at = message ? sent.get(message) : undefined;
+        if (message && at !== undefined) {
+          if (seen.has(message)) duplicates++;
+          seen.add(message);
+          latencies.push(nowMs() - at);
+        }
+        end = buffer.indexOf("\n\n");
+      }
+    }
+  };
+  const opening: Promise<void>[] = [];
+  const steps: SseStep[] = [];
+  for (const asked of STREAM_STEPS) {
+    const tokens = await target.readers(Math.ceil(asked / 10));
+    const openStarted = nowMs();
+    for (let i = streams.length; i < asked; i++) opening.push(open(tokens[Math.floor(i / 10)]!).catch(() => {}));
+    while (ready < asked && nowMs() - openStarted < 60_000) await new Promise((r) => setTimeout(r, 50));
+    const openSeconds = (nowMs() - openStarted) / 1000;
+    const held = ready;
+    for (const st of streams) st.seen.clear();
+    latencies.length = 0;
+    const duplicatesBefore = duplicates;
+    const total = RATE * SECONDS;
+    const stepStarted = nowMs();
+    for (let i = 0; i < total; i++) {
+      const wait = stepStarted + (i * 1000) / RATE - nowMs();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      const message = `bench-${series}-${asked}-${i}`;
+      sent.set(message, nowMs());
+      await target.append(message);
+    }
+    const expected = total * held;
+    const waitUntil = nowMs() + 30_000;
+    while (latencies.length < expected && nowMs() < waitUntil) await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 200)); // a late duplicate would land here
+    const missing = streams.reduce((n, st) => n + Math.max(0, total - st.seen.size), 0);
+    latencies.sort((a, b) => a - b);
+    steps.push({
+      asked,
+      held,
+      openSeconds,
+      delivered: latencies.length,
+      expected,
+      missing,
+      duplicates: duplicates - duplicatesBefore,
+      p50: pct(latencies, 50),
+      p99: pct(latencies, 99),
+      max: latencies.at(-1) ?? Number.NaN,
+    });
+    if (held < asked) break; // the machine did not hold this many; report what it held
+  }
+  for (const st of streams) st.controller.abort();
+  await Promise.all(opening);
+  return steps;
+}
+
+/** Starts bench/sse-floor.ts in its own process on a table of `database`; `append` inserts and publishes one entry. */
+async function startSseFloor(database: string) {
+  const url = new URL(TEST_DATABASE_URL);
+  url.pathname = `/${database}`;
+  const pool = new pg.Pool({ connectionString: url.toString(), max: 4 });
+  await pool.query("CREATE TABLE sse_floor (id bigserial PRIMARY KEY, message text NOT NULL, at timestamptz NOT NULL)");
+  const channel = `${testBusPrefix("bench-sse-floor")}:entries`;
+  const child = spawn(process.execPath, [...process.execArgv, join(__dirname, "sse-floor.ts")], {
+    env: { ...process.env, BENCH_CHANNEL: channel },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      const m = /PORT (\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    child.once("exit", (code) => reject(new Error(`sse floor exited with ${code}`)));
+  });
+  const publisher = new Redis(TEST_REDIS_URL);
+  return {
+    url: `http://127.0.0.1:${port}/events`,
+    async append(message: string) {
+      const row = await pool.query("INSERT INTO sse_floor (message, at) VALUES ($1, now()) RETURNING id", [message]);
+      await publisher.publish(channel, JSON.stringify({ cursor: String(row.rows[0].id), message }));
+    },
+    async stop() {
+      publisher.disconnect();
+      child.kill("SIGTERM");
+      await once(child, "exit");
+      await pool.end();
+    },
+  };
 }
 
 async function main() {
@@ -216,56 +361,8 @@ async function main() {
       writer.token,
     );
     const clients: string[] = [];
-    const sent = new Map<string, number>();
-    const latencies: number[] = [];
-    let duplicates = 0;
-    let ready = 0;
-    const streams: { controller: AbortController; seen: Set<string> }[] = [];
-    const open = async (token: string) => {
-      const controller = new AbortController();
-      const seen = new Set<string>();
-      streams.push({ controller, seen });
-      const response = await fetch(`${gateway}/v1/cubes/${cube.id}/events`, {
-        headers: { authorization: `Bearer ${token}` },
-        signal: controller.signal,
-      });
-      const reader = response.body!.getReader();
-      const decoder = new TextDecoder();
-      let buffer = "";
-      for (;;) {
-        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-        if (done) return;
-        buffer += decoder.decode(value, { stream: true });
-        let end = buffer.indexOf("\n\n");
-        while (end >= 0) {
-          const frame = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          if (frame.includes("event: ready")) ready++;
-          const message = /"message":"(bench-\d+-\d+)"/.exec(frame)?.[1];
-          const at = message ? sent.get(message) : undefined;
-          if (message && at !== undefined) {
-            if (seen.has(message)) duplicates++;
-            seen.add(message);
-            latencies.push(nowMs() - at);
-          }
-          end = buffer.indexOf("\n\n");
-        }
-      }
-    };
-    const opening: Promise<void>[] = [];
-    const steps: {
-      asked: number;
-      held: number;
-      openSeconds: number;
-      delivered: number;
-      expected: number;
-      missing: number;
-      p50: number;
-      p99: number;
-      max: number;
-    }[] = [];
-    for (const asked of STREAM_STEPS) {
-      while (clients.length < Math.ceil(asked / 10)) {
+    const readers = async (count: number) => {
+      while (clients.length < count) {
         const issued = await callRetrying<{ client: { id: string }; token: string }>(
           "unimatrix.cube.v1.IdentityService/IssueClient",
           { name: `reader-${clients.length}` },
@@ -278,58 +375,41 @@ async function main() {
         );
         clients.push(issued.token);
       }
-      const openStarted = nowMs();
-      for (let i = streams.length; i < asked; i++) opening.push(open(clients[Math.floor(i / 10)]!).catch(() => {}));
-      while (ready < asked && nowMs() - openStarted < 60_000) await new Promise((r) => setTimeout(r, 50));
-      const openSeconds = (nowMs() - openStarted) / 1000;
-      const held = ready;
-      for (const st of streams) st.seen.clear();
-      latencies.length = 0;
-      const total = RATE * SECONDS;
-      const stepStarted = nowMs();
-      for (let i = 0; i < total; i++) {
-        const wait = stepStarted + (i * 1000) / RATE - nowMs();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        const message = `bench-${asked}-${i}`;
-        sent.set(message, nowMs());
-        await callRetrying(
+      return clients;
+    };
+    const steps = await sseSeries({
+      url: `${gateway}/v1/cubes/${cube.id}/events`,
+      readers,
+      append: (message) =>
+        callRetrying(
           "unimatrix.cube.v1.ActivityService/AppendEntry",
           { cubeId: cube.id, message, visibility: "VISIBILITY_BROADCAST" },
           sessionToken,
-        );
-      }
-      const expected = total * held;
-      const waitUntil = nowMs() + 30_000;
-      while (latencies.length < expected && nowMs() < waitUntil) await new Promise((r) => setTimeout(r, 50));
-      await new Promise((r) => setTimeout(r, 200)); // a late duplicate would land here
-      const missing = streams.reduce((n, st) => n + Math.max(0, total - st.seen.size), 0);
-      if (missing > 0 || duplicates > 0 || held < asked) failed = true;
-      latencies.sort((a, b) => a - b);
-      steps.push({
-        asked,
-        held,
-        openSeconds,
-        delivered: latencies.length,
-        expected,
-        missing,
-        p50: pct(latencies, 50),
-        p99: pct(latencies, 99),
-        max: latencies.at(-1) ?? Number.NaN,
-      });
-      if (held < asked) break; // the machine did not hold this many; report what it held
-    }
-    for (const st of streams) st.controller.abort();
-    await Promise.all(opening);
+        ),
+    });
+    // The SSE floor: the same readers and rate against a bare Node HTTP server in its own process
+    // (bench/sse-floor.ts) that writes each entry's frame, built once, to every open response; the
+    // entry is one raw pg INSERT and one Redis publish away, as an append is. No auth, no gRPC hop.
+    const floor = await startSseFloor(database);
+    const floorSteps = await sseSeries({
+      url: floor.url,
+      readers: async (count) => Array.from({ length: count }, (_, i) => `floor-${i}`),
+      append: floor.append,
+    });
+    await floor.stop();
     process.stdout.write(
       `\nSSE fan-out growth, ${RATE} appends/s for ${SECONDS} s per step (load ${loadAverage()})\n` +
-        "| streams asked | held | ready in s | deliveries (exactly once) | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|---|---|\n",
+        "| streams asked | held | ready in s | deliveries (exactly once) | p50 ms | p99 ms | max ms | floor held | floor p50 ms | floor p99 ms |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
-    for (const st of steps) {
+    steps.forEach((st, k) => {
+      const f = floorSteps[k];
       process.stdout.write(
-        `| ${st.asked} | ${st.held} | ${fmt(st.openSeconds, 1)} | ${st.delivered}/${st.expected}${st.missing ? ` (${st.missing} missing)` : ""} | ${fmt(st.p50)} | ${fmt(st.p99)} | ${fmt(st.max)} |\n`,
+        `| ${st.asked} | ${st.held} | ${fmt(st.openSeconds, 1)} | ${st.delivered}/${st.expected}${st.missing ? ` (${st.missing} missing)` : ""} | ${fmt(st.p50)} | ${fmt(st.p99)} | ${fmt(st.max)} | ${f ? `${f.held} | ${fmt(f.p50)} | ${fmt(f.p99)}` : "| |"} |\n`,
       );
-    }
+    });
+    const duplicates = steps.reduce((n, st) => n + st.duplicates, 0);
     if (duplicates > 0) process.stdout.write(`DELIVERY CHECK FAILED: ${duplicates} duplicated deliveries\n`);
+    if (duplicates > 0 || steps.some((st) => st.missing > 0 || st.held < st.asked)) failed = true;
     if (retried > 0) process.stdout.write(`${retried} calls answered 503 under load and were sent again\n`);
     bench("gateway.added_ms.p50", added, "ms");
     bench("gateway.unary.p50_ms", rows[0]![1].p50, "ms");
@@ -340,6 +420,7 @@ async function main() {
       bench(`gateway.sse.p50_ms.s${st.asked}`, st.p50, "ms");
       bench(`gateway.sse.p99_ms.s${st.asked}`, st.p99, "ms");
     }
+    for (const st of floorSteps) bench(`gateway.sse.floor_p99_ms.s${st.asked}`, st.p99, "ms");
     bench("gateway.sse.exactly_once", failed ? 0 : 1, "bool");
   } finally {
     echo.close();
