@@ -217,13 +217,36 @@ async function main() {
       SubscribeActivityResponseSchema,
       create(SubscribeActivityResponseSchema, { event: { case: "ready", value: {} } }),
     );
+    // The floor's entries are the service's own shape (ids, cursor, author, timestamps): one real
+    // entry is read back once and each floor entry is a copy of it with its own message, so both
+    // sides' subscribers decode the same bytes per delivery.
+    const probe = await (async () => {
+      const controller = new AbortController();
+      const stream = activity.subscribeActivity(
+        { cubeId },
+        { metadata: { authorization: `Bearer ${readers[0]}` }, signal: controller.signal },
+      );
+      let appended = false;
+      try {
+        for await (const event of stream) {
+          if (event.event.case === "ready" && !appended) {
+            appended = true;
+            await direct.append("shape-probe", 0);
+          }
+          if (event.event.case === "entry") return event.event.value;
+        }
+      } finally {
+        controller.abort();
+      }
+      throw new Error("no entry to copy the floor's shape from");
+    })();
     const fanOut = await startFanOutFloor(`/${ActivityService.typeName}/SubscribeActivity`, [ready]);
     const floorBus = await openBus({ url: TEST_REDIS_URL, prefix: `${busPrefix}-floor` });
     await floorBus.subscribe("entries", (text) =>
       fanOut.send(
         toBinary(
           SubscribeActivityResponseSchema,
-          create(SubscribeActivityResponseSchema, { event: { case: "entry", value: { message: text } } }),
+          create(SubscribeActivityResponseSchema, { event: { case: "entry", value: { ...probe, message: text } } }),
         ),
       ),
     );

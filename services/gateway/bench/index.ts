@@ -210,15 +210,19 @@ async function sseSeries(target: {
   return steps;
 }
 
-/** Starts bench/sse-floor.ts in its own process on a table of `database`; `append` inserts and publishes one entry. */
-async function startSseFloor(database: string) {
+/**
+ * Starts bench/sse-floor.ts in its own process on a table of `database`; `append` inserts and
+ * publishes one entry. Its frames are `entry` (the gateway's JSON of one real entry) with their own
+ * cursor and message, so readers parse as many bytes per frame on both sides.
+ */
+async function startSseFloor(database: string, entry: Record<string, unknown>) {
   const url = new URL(TEST_DATABASE_URL);
   url.pathname = `/${database}`;
   const pool = new pg.Pool({ connectionString: url.toString(), max: 4 });
   await pool.query("CREATE TABLE sse_floor (id bigserial PRIMARY KEY, message text NOT NULL, at timestamptz NOT NULL)");
   const channel = `${testBusPrefix("bench-sse-floor")}:entries`;
   const child = spawn(process.execPath, [...process.execArgv, join(__dirname, "sse-floor.ts")], {
-    env: { ...process.env, BENCH_CHANNEL: channel },
+    env: { ...process.env, BENCH_CHANNEL: channel, BENCH_ENTRY: JSON.stringify(entry) },
     stdio: ["ignore", "pipe", "inherit"],
   });
   const port = await new Promise<number>((resolve, reject) => {
@@ -390,7 +394,14 @@ async function main() {
     // The SSE floor: the same readers and rate against a bare Node HTTP server in its own process
     // (bench/sse-floor.ts) that writes each entry's frame, built once, to every open response; the
     // entry is one raw pg INSERT and one Redis publish away, as an append is. No auth, no gRPC hop.
-    const floor = await startSseFloor(database);
+    // Its frames carry the gateway's own entry JSON (one real entry, read back), with their own message.
+    const read = await call<{ items: { entry?: Record<string, unknown> }[] }>(
+      "unimatrix.cube.v1.ActivityService/ReadActivity",
+      { cubeId: cube.id },
+      user,
+    );
+    const shape = read.items.map((item) => item.entry).find((entry) => entry !== undefined) ?? {};
+    const floor = await startSseFloor(database, shape);
     const floorSteps = await sseSeries({
       url: floor.url,
       readers: async (count) => Array.from({ length: count }, (_, i) => `floor-${i}`),
