@@ -15,6 +15,7 @@ import {
 import { type Principal, principalFromMessage, principalResolver } from "@unimatrix/service-kit/auth";
 import { openStreamCounter, RedisStreamCounter, type StreamCounter } from "@unimatrix/service-kit/bus";
 import { type CallScope, createClient, isServiceError, route, type TypedClient } from "@unimatrix/service-kit/grpc";
+import { rawQuery } from "@unimatrix/service-kit/store";
 import { PrismaClient } from "../generated/prisma/client";
 import { type PresenceConfig, presenceEnv, readPresenceConfig } from "./config";
 import { linkHandlers } from "./handlers/link";
@@ -97,9 +98,11 @@ export const presenceService = defineService<PresenceConfig>({
       logger,
     });
     const prisma = new PrismaClient({ adapter: deps.database.adapter });
-    const machines = new MachineStore(prisma);
-    const transitions = new TransitionStore(prisma);
-    const logs = new LogStore(prisma);
+    // The hot statements (machine auth, link open/close, feed reads) skip Prisma's per-query cost.
+    const fast = rawQuery(deps.database);
+    const machines = new MachineStore(prisma, fast);
+    const transitions = new TransitionStore(prisma, fast);
+    const logs = new LogStore(prisma, fast);
     const registry = new LinkRegistry({ transitions, bus, clock, logger, replicaId, leaseMs: settings.leaseMs });
     const reconciler = new Reconciler({ registry, transitions, bus, clock, logger, retentionMs: settings.retentionMs });
     const feed = watchFeed({

@@ -1,3 +1,4 @@
+import type { RawQuery } from "@unimatrix/service-kit/store";
 import type { PrismaClient } from "../../generated/prisma/client";
 import { type EventRow, eventOf, type PresenceEvent } from "./rows";
 
@@ -32,11 +33,15 @@ type PageRow = Partial<EventRow> & { head: bigint | null; floor: bigint | null; 
 
 /** Reads of the retained event log. */
 export class LogStore {
-  constructor(private readonly prisma: PrismaClient) {}
+  constructor(
+    private readonly prisma: PrismaClient,
+    /** The hot reads (a feed drain per doorbell, the state at every resume) straight on the pool. */
+    private readonly fast: RawQuery = prisma,
+  ) {}
 
   /** Events of a tenant with seq > `after`, in sequence order, at most `limit`. */
   async page(tenantId: string, after: bigint, limit: number): Promise<LogPage> {
-    const rows = await this.prisma.$queryRaw<PageRow[]>`
+    const rows = await this.fast.$queryRaw<PageRow[]>`
       SELECT t.head, t.floor, t.revocations, e.seq, e.tenant_id::text AS tenant_id,
              e.machine_id::text AS machine_id, e.name, e.linked, e.at
       FROM (SELECT 1) one
@@ -55,7 +60,7 @@ export class LogStore {
 
   /** The tenant's log state alone. */
   async state(tenantId: string): Promise<LogState> {
-    const rows = await this.prisma.$queryRaw<PageRow[]>`
+    const rows = await this.fast.$queryRaw<PageRow[]>`
       SELECT head, floor, revocations FROM tenant_logs WHERE tenant_id = ${tenantId}::uuid`;
     const row = rows[0];
     return row ? stateOf(row) : EMPTY;

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { AlreadyExistsError, NotFoundError } from "@unimatrix/service-kit";
 import { issueToken, type ParsedToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
-import { inTransaction, isUniqueViolation, type Tx } from "@unimatrix/service-kit/store";
+import { inTransaction, isUniqueViolation, type RawQuery, type Tx } from "@unimatrix/service-kit/store";
 import type { PrismaClient } from "../../generated/prisma/client";
 import type { ListPosition, MachineRecord, PresenceEvent } from "./rows";
 import { lockPresence, writeTransition } from "./transitions";
@@ -39,7 +39,11 @@ export interface Revoked {
 
 /** Machines and their credentials. Every query is scoped by tenant. */
 export class MachineStore {
-  constructor(private readonly prisma: PrismaClient) {}
+  constructor(
+    private readonly prisma: PrismaClient,
+    /** The statements every machine call runs (authenticate, active) straight on the pool. */
+    private readonly fast: RawQuery = prisma,
+  ) {}
 
   /** Registers a machine (unlinked) and returns it with its plaintext token. */
   async register(tenantId: string, name: string, at: Date): Promise<{ machine: MachineRecord; token: string }> {
@@ -130,8 +134,8 @@ export class MachineStore {
   /** The active machine a machine token names, or null when unknown, wrong or revoked. */
   async authenticate(token: ParsedToken): Promise<{ id: string; tenantId: string; name: string } | null> {
     if (token.kind !== "machine") return null;
-    // Raw SQL: this runs on every call a machine makes, and is cheaper than an ORM query.
-    const rows = await this.prisma.$queryRaw<
+    // Straight on the pool: this runs on every call a machine makes.
+    const rows = await this.fast.$queryRaw<
       { id: string; tenant_id: string; name: string; verifier_digest: Uint8Array; revoked_at: Date | null }[]
     >`SELECT id::text AS id, tenant_id::text AS tenant_id, name, verifier_digest, revoked_at
       FROM machines WHERE lookup_digest = ${new Uint8Array(sha256(token.lookup))}`;
@@ -143,7 +147,7 @@ export class MachineStore {
 
   /** True when the machine exists and is not revoked. */
   async active(id: string): Promise<boolean> {
-    const rows = await this.prisma.$queryRaw<{ revoked_at: Date | null }[]>`
+    const rows = await this.fast.$queryRaw<{ revoked_at: Date | null }[]>`
       SELECT revoked_at FROM machines WHERE id = ${id}::uuid`;
     return rows.length === 1 && rows[0]?.revoked_at === null;
   }

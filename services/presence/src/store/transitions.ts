@@ -1,5 +1,5 @@
 import { UnauthenticatedError } from "@unimatrix/service-kit";
-import { inTransaction, type Tx as KitTx, StoreAnomalyError } from "@unimatrix/service-kit/store";
+import { inTransaction, type Tx as KitTx, type RawQuery, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import type { PrismaClient } from "../../generated/prisma/client";
 import { type EventRow, eventOf, type PresenceEvent } from "./rows";
 
@@ -77,14 +77,18 @@ export interface LinkOpened {
 
 /** Transitions of machines: link opened, link closed, forced unlink. One transaction each. */
 export class TransitionStore {
-  constructor(private readonly prisma: PrismaClient) {}
+  constructor(
+    private readonly prisma: PrismaClient,
+    /** The two hot transitions (one function call each) straight on the pool. */
+    private readonly fast: RawQuery = prisma,
+  ) {}
 
   /**
    * Records `ownership` as the machine's current link and links it if it was not: one round
    * trip (`presence_link_open`, see the link_functions migration).
    */
   async linkOpened(machineId: string, ownership: Ownership, at: Date): Promise<LinkOpened> {
-    const rows = await this.prisma.$queryRaw<
+    const rows = await this.fast.$queryRaw<
       {
         o_status: string;
         o_tenant: string | null;
@@ -122,7 +126,7 @@ export class TransitionStore {
     at: Date,
     expiredBefore?: Date,
   ): Promise<{ tenantId: string; event: PresenceEvent | null } | null> {
-    const rows = await this.prisma.$queryRaw<
+    const rows = await this.fast.$queryRaw<
       { o_status: string; o_tenant: string | null; o_seq: bigint | null; o_name: string | null }[]
     >`SELECT o_status, o_tenant::text AS o_tenant, o_seq, o_name
       FROM presence_link_close(${machineId}::uuid, ${linkId}::uuid, ${at}::timestamptz,
