@@ -2,17 +2,20 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { status } from "@grpc/grpc-js";
-import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import {
+  ActivityService,
+  type SubscribeActivityResponse,
+} from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { createClient } from "@unimatrix/service-kit/grpc";
-import { asBearer, expectStatus, testConfig } from "@unimatrix/service-kit/testing";
+import { asBearer, collect, expectStatus, testConfig } from "@unimatrix/service-kit/testing";
 import { startCube } from "../src/service";
 import { OPERATOR_TOKEN } from "./harness";
 
 describe("embedded default (PGlite + in-process bus)", () => {
-  it("runs the same code paths: tenant, cube, seats, direct append, claim, read, liveness, taken names", async () => {
+  it("runs the same code paths: tenant, cube, seats, direct append, claim, read, live streams, liveness, taken names", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "cube-embedded-"));
     const service = await startCube({
       config: testConfig({ databaseUrl: undefined, redisUrl: undefined, dataDir, operatorToken: OPERATOR_TOKEN }),
@@ -44,6 +47,36 @@ describe("embedded default (PGlite + in-process bus)", () => {
       expect(read.items.map((i) => i.item.case)).toEqual(["entry"]);
       const inbox = await activity.readUnread({ cubeId }, asBearer(b.sessionToken));
       expect(inbox.items.map((i) => i.item.case)).toEqual(["entry"]);
+      // Live streams (the feed) on PGlite too: a DIRECT entry reaches its recipient only, a
+      // broadcast everyone, in order.
+      const third = await cube.attachSeat({ cubeId }, asBearer(c.token));
+      const live = (token: string) => {
+        const stream = activity.subscribeActivity({ cubeId }, asBearer(token));
+        const ready = new Promise<void>((resolve) =>
+          stream.on("data", (event: SubscribeActivityResponse) => event.event.case === "ready" && resolve()),
+        );
+        const entries = collect<SubscribeActivityResponse>(
+          stream,
+          (event) => event.event.case === "entry" && event.event.value.message === "live broadcast",
+        );
+        return { ready, entries };
+      };
+      const forB = live(b.sessionToken);
+      const forThird = live(third.sessionToken);
+      await Promise.all([forB.ready, forThird.ready]);
+      const recipients = [b.drone?.id as string];
+      await activity.appendEntry(
+        { cubeId, message: "live for b", visibility: Visibility.DIRECT, recipientDroneIds: recipients },
+        asBearer(a.sessionToken),
+      );
+      await activity.appendEntry(
+        { cubeId, message: "live broadcast", visibility: Visibility.BROADCAST },
+        asBearer(a.sessionToken),
+      );
+      const messages = async (s: ReturnType<typeof live>) =>
+        (await s.entries).flatMap((event) => (event.event.case === "entry" ? [event.event.value.message] : []));
+      expect(await messages(forB)).toEqual(["live for b", "live broadcast"]);
+      expect(await messages(forThird)).toEqual(["live broadcast"]);
       expect(await service.scanLiveness()).toEqual([]);
       // Unique violations are recognised on PGlite too: a taken name is ALREADY_EXISTS, not INTERNAL.
       await expectStatus(
