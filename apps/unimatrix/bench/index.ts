@@ -10,6 +10,7 @@ import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { readSseFrames } from "@unimatrix/service-kit/testing";
 
 const root = join(__dirname, "..", "..", "..");
 const APPENDS = Number(process.env.BENCH_APPENDS ?? 1_000);
@@ -134,26 +135,10 @@ async function load(
   const open = async (token: string) => {
     const controller = new AbortController();
     controllers.push(controller);
-    const response = await fetch(`${gateway}/v1/cubes/${cube.id}/events`, {
-      headers: { authorization: `Bearer ${token}` },
-      signal: controller.signal,
+    await readSseFrames(`${gateway}/v1/cubes/${cube.id}/events`, token, controller.signal, (frame) => {
+      if (frame.includes("event: ready")) ready++;
+      if (frame.includes('"message":"bench-')) delivered++;
     });
-    const reader = response.body!.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let end = buffer.indexOf("\n\n");
-      while (end >= 0) {
-        const frame = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        if (frame.includes("event: ready")) ready++;
-        if (frame.includes('"message":"bench-')) delivered++;
-        end = buffer.indexOf("\n\n");
-      }
-    }
   };
   const streams = Array.from({ length: STREAMS }, (_, i) => open(readers[Math.floor(i / 10)]!).catch(() => {}));
   const deadline = nowMs() + 60_000;

@@ -20,6 +20,7 @@ import {
   bench,
   benchSeconds,
   loadAverage,
+  readSseFrames,
   TEST_DATABASE_URL,
   TEST_REDIS_URL,
   testBusPrefix,
@@ -137,32 +138,16 @@ async function sseSeries(target: {
     const controller = new AbortController();
     const seen = new Set<string>();
     streams.push({ controller, seen });
-    const response = await fetch(target.url, {
-      headers: { authorization: `Bearer ${token}` },
-      signal: controller.signal,
-    });
-    const reader = response.body!.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let end = buffer.indexOf("\n\n");
-      while (end >= 0) {
-        const frame = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        if (frame.includes("event: ready")) ready++;
-        const message = /"message":"(bench-[a-z0-9]+-\d+-\d+)"/.exec(frame)?.[1];
-        const at = message ? sent.get(message) : undefined;
-        if (message && at !== undefined) {
-          if (seen.has(message)) duplicates++;
-          seen.add(message);
-          latencies.push(nowMs() - at);
-        }
-        end = buffer.indexOf("\n\n");
+    await readSseFrames(target.url, token, controller.signal, (frame) => {
+      if (frame.includes("event: ready")) ready++;
+      const message = /"message":"(bench-[a-z0-9]+-\d+-\d+)"/.exec(frame)?.[1];
+      const at = message ? sent.get(message) : undefined;
+      if (message && at !== undefined) {
+        if (seen.has(message)) duplicates++;
+        seen.add(message);
+        latencies.push(nowMs() - at);
       }
-    }
+    });
   };
   const opening: Promise<void>[] = [];
   const steps: SseStep[] = [];
