@@ -5,12 +5,13 @@
 //   BENCH embedded.rss_mb.idle     resident memory of the process, settled after start
 //   BENCH embedded.rss_mb.load     resident memory after 1,000 appends with 100 SSE streams open
 // RSS is read from /proc/<pid>/status (VmRSS), so it counts everything: V8 heaps and WebAssembly.
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { readSseFrames } from "@unimatrix/service-kit/testing";
+import { readSseFrames, spawnSystem } from "@unimatrix/service-kit/testing";
+import { SERVICE_NAMES } from "../src/services";
 
 const root = join(__dirname, "..", "..", "..");
 const APPENDS = Number(process.env.BENCH_APPENDS ?? 1_000);
@@ -42,37 +43,21 @@ async function start(dataDir: string): Promise<Started> {
   if (!process.env.BENCH_START)
     execFileSync(process.execPath, [join(root, "scripts", "ensure-built.mjs")], { cwd: root });
   const [script, ...args] = START;
-  const child = spawn(process.execPath, [join(root, script!), ...args], {
+  const { child, ports } = await spawnSystem({
+    entry: join(root, script!),
+    args,
     cwd: root,
+    services: SERVICE_NAMES,
     env: {
-      ...process.env,
       DATABASE_URL: "",
       REDIS_URL: "",
       UMX_DATA_DIR: dataDir,
-      CUBE_PORT: "0",
-      DEVICE_PORT: "0",
-      PRESENCE_PORT: "0",
-      GATEWAY_PORT: "0",
-      CUBE_METRICS_PORT: "0",
-      DEVICE_METRICS_PORT: "0",
-      PRESENCE_METRICS_PORT: "0",
-      GATEWAY_METRICS_PORT: "0",
       GATEWAY_RATE_LIMIT_PER_SECOND: "0",
       CUBE_LIVENESS_INTERVAL_MS: "0",
-      LOG_LEVEL: "warn",
     },
-    stdio: ["ignore", "pipe", "inherit"],
+    echo: true,
   });
-  let output = "";
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stdout!.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /^ {2}gateway\s+http:\/\/127\.0\.0\.1:(\d+)/m.exec(output);
-      if (match) resolve(Number(match[1]));
-    });
-    child.once("exit", (code) => reject(new Error(`start exited with ${code}:\n${output}`)));
-  });
-  const gateway = `http://127.0.0.1:${port}`;
+  const gateway = `http://127.0.0.1:${ports.gateway}`;
   for (;;) {
     const ok = await fetch(`${gateway}/readyz`).then(
       (r) => r.status === 200,

@@ -5,48 +5,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import { createClient } from "@unimatrix/service-kit";
-import { TEST_DATABASE_URL, TEST_REDIS_URL, testBusPrefix, uniqueName } from "@unimatrix/service-kit/testing";
+import {
+  spawnSystem,
+  TEST_DATABASE_URL,
+  TEST_REDIS_URL,
+  testBusPrefix,
+  uniqueName,
+} from "@unimatrix/service-kit/testing";
 import pg from "pg";
+import { SERVICE_NAMES } from "../src/services";
 
 const root = join(__dirname, "..", "..", "..");
 const main = join(root, "apps", "unimatrix", "dist", "main.js");
 
 /** Starts `npm start`'s entry point and resolves with the ports it printed. */
-async function startUnimatrix(env: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, [main], {
-    cwd: root,
-    env: {
-      ...process.env,
-      CUBE_PORT: "0",
-      DEVICE_PORT: "0",
-      PRESENCE_PORT: "0",
-      GATEWAY_PORT: "0",
-      CUBE_METRICS_PORT: "0",
-      DEVICE_METRICS_PORT: "0",
-      PRESENCE_METRICS_PORT: "0",
-      GATEWAY_METRICS_PORT: "0",
-      LOG_LEVEL: "warn",
-      ...env,
-    },
-  });
-  let output = "";
-  child.stderr.on("data", (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  const ports = await new Promise<Record<string, number>>((resolve, reject) => {
-    const found: Record<string, number> = {};
-    child.stdout.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-      for (const match of output.matchAll(
-        /^ {2}(cube|device|presence|gateway)\s+(?:grpc|http):\/\/127\.0\.0\.1:(\d+)\b/gm,
-      )) {
-        found[match[1]!] = Number(match[2]);
-      }
-      if (Object.keys(found).length === 4) resolve(found);
-    });
-    child.once("exit", (code) => reject(new Error(`exited with ${code} before it was up:\n${output}`)));
-  });
-  return { child, ports, output: () => output };
+function startUnimatrix(env: NodeJS.ProcessEnv) {
+  return spawnSystem({ entry: main, cwd: root, services: SERVICE_NAMES, env });
 }
 
 async function expectUp(ports: Record<string, number>) {

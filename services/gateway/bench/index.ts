@@ -9,11 +9,12 @@
 // Prints `BENCH` lines.
 // The system (four services on Postgres + Redis) runs in a child process, as `npm start` runs it,
 // so the client's CPU is not the server's.
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { SERVICE_NAMES } from "@unimatrix/app";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { createClient, PRINCIPAL_HEADER, signPrincipal } from "@unimatrix/service-kit";
 import {
@@ -21,6 +22,8 @@ import {
   benchSeconds,
   loadAverage,
   readSseFrames,
+  type SpawnedSystem,
+  spawnSystem,
   TEST_DATABASE_URL,
   TEST_REDIS_URL,
   testBusPrefix,
@@ -63,45 +66,25 @@ async function measure(total: number, workers: number, work: () => Promise<void>
   return { p50: pct(latencies, 50), p99: pct(latencies, 99), perSecond };
 }
 
-async function startSystem(database: string): Promise<{ child: ChildProcess; ports: Record<string, number> }> {
+function startSystem(database: string): Promise<SpawnedSystem> {
   const url = new URL(TEST_DATABASE_URL);
   url.pathname = `/${database}`;
   const root = join(__dirname, "..", "..", "..");
-  const child = spawn(process.execPath, [join(root, "apps", "unimatrix", "dist", "main.js")], {
+  return spawnSystem({
+    entry: join(root, "apps", "unimatrix", "dist", "main.js"),
     cwd: root,
+    services: SERVICE_NAMES,
     env: {
-      ...process.env,
       DATABASE_URL: url.toString(),
       REDIS_URL: TEST_REDIS_URL,
       UMX_BUS_PREFIX: testBusPrefix("bench-gw"),
       UMX_INTERNAL_KEY: KEY,
       UMX_OPERATOR_TOKEN: OPERATOR,
-      CUBE_PORT: "0",
-      DEVICE_PORT: "0",
-      PRESENCE_PORT: "0",
-      GATEWAY_PORT: "0",
-      CUBE_METRICS_PORT: "0",
-      DEVICE_METRICS_PORT: "0",
-      PRESENCE_METRICS_PORT: "0",
-      GATEWAY_METRICS_PORT: "0",
       GATEWAY_RATE_LIMIT_PER_SECOND: "0",
       CUBE_LIVENESS_INTERVAL_MS: "0",
-      LOG_LEVEL: "warn",
     },
-    stdio: ["ignore", "pipe", "inherit"],
+    echo: true,
   });
-  let output = "";
-  const ports: Record<string, number> = {};
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-      for (const m of output.matchAll(/^ {2}(cube|device|presence|gateway)\s+\w+:\/\/127\.0\.0\.1:(\d+)/gm))
-        ports[m[1]!] = Number(m[2]);
-      if (Object.keys(ports).length === 4) resolve();
-    });
-    child.once("exit", (code) => reject(new Error(`system exited with ${code}`)));
-  });
-  return { child, ports };
 }
 
 /** One step of an SSE growth series. */

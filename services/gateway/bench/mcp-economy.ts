@@ -8,7 +8,7 @@
 // does what that surface needs (cube_get for the directive, entry ids from structuredContent, paging
 // the catch-up 50 at a time, a role id to attach). Run alone against any built tree:
 //   BENCH_SYSTEM_ROOT=/path/to/tree npx tsx services/gateway/bench/mcp-economy.ts
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,7 +16,15 @@ import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { bench, TEST_DATABASE_URL, TEST_REDIS_URL, testBusPrefix, uniqueName } from "@unimatrix/service-kit/testing";
+import { SERVICE_NAMES } from "@unimatrix/app";
+import {
+  bench,
+  spawnSystem,
+  TEST_DATABASE_URL,
+  TEST_REDIS_URL,
+  testBusPrefix,
+  uniqueName,
+} from "@unimatrix/service-kit/testing";
 import pg from "pg";
 
 const OPERATOR = "umx_operator_mcpeconomy_0123456789abcdef";
@@ -276,39 +284,23 @@ export function printEconomy(report: EconomyReport): void {
 async function startTree(root: string, database: string): Promise<{ child: ChildProcess; gateway: string }> {
   const url = new URL(TEST_DATABASE_URL);
   url.pathname = `/${database}`;
-  const child = spawn(process.execPath, [join(root, "apps", "unimatrix", "dist", "main.js")], {
+  const { child, ports } = await spawnSystem({
+    entry: join(root, "apps", "unimatrix", "dist", "main.js"),
     // A scratch working directory: nothing is written into the tree that is measured.
     cwd: mkdtempSync(join(tmpdir(), "mcp-economy-")),
+    services: SERVICE_NAMES,
     env: {
-      ...process.env,
       DATABASE_URL: url.toString(),
       REDIS_URL: TEST_REDIS_URL,
       UMX_BUS_PREFIX: testBusPrefix("bench-mcp"),
       UMX_INTERNAL_KEY: KEY,
       UMX_OPERATOR_TOKEN: OPERATOR,
-      CUBE_PORT: "0",
-      DEVICE_PORT: "0",
-      PRESENCE_PORT: "0",
-      GATEWAY_PORT: "0",
-      CUBE_METRICS_PORT: "0",
-      DEVICE_METRICS_PORT: "0",
-      PRESENCE_METRICS_PORT: "0",
-      GATEWAY_METRICS_PORT: "0",
       GATEWAY_RATE_LIMIT_PER_SECOND: "0",
       CUBE_LIVENESS_INTERVAL_MS: "0",
-      LOG_LEVEL: "warn",
     },
-    stdio: ["ignore", "pipe", "inherit"],
+    echo: true,
   });
-  let output = "";
-  const gateway = await new Promise<string>((resolve, reject) => {
-    child.stdout!.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-      const m = /^ {2}gateway\s+\w+:\/\/127\.0\.0\.1:(\d+)/m.exec(output);
-      if (m) resolve(`http://127.0.0.1:${m[1]}`);
-    });
-    child.once("exit", (code) => reject(new Error(`system exited with ${code}`)));
-  });
+  const gateway = `http://127.0.0.1:${ports.gateway}`;
   return { child, gateway };
 }
 

@@ -7,4 +7,5 @@ export * from "./public-services";
 export * from "./requests";
 export * from "./seed";
 export * from "./spans";
+export * from "./spawned";
 export * from "./system";
