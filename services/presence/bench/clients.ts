@@ -40,7 +40,7 @@ async function main() {
   /** Per watcher, the cursors of the transitions it received (exactly-once check). */
   const seen: Set<string>[] = [];
   /** The measured window (epoch ms), set by the go signal; shared by every process. */
-  const window = { from: Number.POSITIVE_INFINITY, to: Number.NEGATIVE_INFINITY };
+  const timed = { from: Number.POSITIVE_INFINITY, to: Number.NEGATIVE_INFINITY };
   let duplicates = 0;
   let ready = 0;
   for (let i = 0; i < job.watchers; i++) {
@@ -64,7 +64,7 @@ async function main() {
         const at = Number(event.event.value.at.seconds) * 1000 + event.event.value.at.nanos / 1e6;
         // Latency counts for transitions inside the measured window only: not the warm-up (every
         // machine's first link), not the final burst of closes; all count for exactly-once.
-        if (at >= window.from && at <= window.to) samples.push(Date.now() - at);
+        if (at >= timed.from && at <= timed.to) samples.push(Date.now() - at);
         if (mine.has(event.event.value.cursor)) duplicates += 1;
         mine.add(event.event.value.cursor);
       }
@@ -76,8 +76,8 @@ async function main() {
   // Wait for the go signal so every process is watching before the first transition.
   // It carries the epoch ms at which driving starts: the window opens after the warm-up.
   const go = await new Promise<number>((resolve) => process.stdin.once("data", (d) => resolve(Number(d.toString()))));
-  window.from = go + job.warmup * 1000;
-  window.to = window.from + job.seconds * 1000;
+  timed.from = go + job.warmup * 1000;
+  timed.to = timed.from + job.seconds * 1000;
   const open: (ReturnType<typeof links.link> | null)[] = job.tokens.map(() => null);
   const interval = 1000 / job.rate;
   if (go > Date.now()) await sleep(go - Date.now());
@@ -101,7 +101,7 @@ async function main() {
     const wait = started + n * interval - performance.now();
     if (wait > 0) await sleep(wait);
   }
-  if (!job.drive) await sleep(Math.max(0, window.to - Date.now()));
+  if (!job.drive) await sleep(Math.max(0, timed.to - Date.now()));
   let ends = 0;
   for (const call of open) {
     if (call) ends += 1;

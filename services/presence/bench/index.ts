@@ -249,9 +249,7 @@ async function runClients(
 ): Promise<{
   p50: number;
   p99: number;
-  count: number;
   received: number;
-  driven: number;
   duplicates: number;
   perWatcher: number[];
 }> {
@@ -295,9 +293,7 @@ async function runClients(
   return {
     p50: pct(samples, 50),
     p99: pct(samples, 99),
-    count: samples.length,
     received: results.reduce((n, r) => n + r.perWatcher.reduce((a, b) => a + b, 0), 0),
-    driven: results.reduce((n, r) => n + r.driven, 0),
     duplicates: results.reduce((n, r) => n + r.duplicates, 0),
     perWatcher: results.flatMap((r) => r.perWatcher),
   };
@@ -330,13 +326,12 @@ async function floorLatency(
   const channel = `bench-floor-${randomUUID()}`;
   await subscriber.subscribe(channel);
   subscriber.on("message", (_c: string, message: string) => {
-    const [seq, id, linked] = message.split(" ");
-    const at = Number(message.split(" ")[3]);
+    const [seq, id, linked, at] = message.split(" ");
     const value = {
       cursor: seq as string,
       machineId: `00000000-0000-4000-8000-${String(id).padStart(12, "0")}`,
       name: `live-${id}`,
-      at: timestampFromMs(at),
+      at: timestampFromMs(Number(at)),
     };
     const event =
       linked === "t" ? { case: "machineLinked" as const, value } : { case: "machineUnlinked" as const, value };
