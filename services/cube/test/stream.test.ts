@@ -28,10 +28,13 @@ interface Reader {
   entryIds(): string[];
 }
 
-function subscribe(r: Replica, token: string, cubeId: string, after?: string): Reader {
+function subscribe(r: Replica, token: string, cubeId: string, after?: string, accessChanges = false): Reader {
   const controller = new AbortController();
   const events: SubscribeActivityResponse[] = [];
-  const stream = r.activity.subscribeActivity({ cubeId, after }, { ...asBearer(token), signal: controller.signal });
+  const stream = r.activity.subscribeActivity(
+    { cubeId, after, accessChanges },
+    { ...asBearer(token), signal: controller.signal },
+  );
   const done = (async () => {
     try {
       for await (const event of stream) events.push(event);
@@ -242,6 +245,30 @@ describe("SubscribeActivity rules", () => {
       1,
     );
     s.cancel();
+  });
+
+  it("a stream opened with access_changes is told of every access change on the cube, others are not", async () => {
+    const { cubeId } = await newCube(h, owner.token, "access-changes");
+    const other = await newClient(h, user, "granted-later");
+    const told = subscribe(b, owner.token, cubeId, undefined, true);
+    const plain = subscribe(b, owner.token, cubeId);
+    await eventually(() => [told, plain].every((s) => s.events.some((e) => e.event.case === "ready")), "ready");
+    const changes = (s: Reader) => s.events.filter((e) => e.event.case === "accessChanged").length;
+    await grant(h, user, other.id, cubeId, CubeAccess.READ);
+    await eventually(() => changes(told) === 1, "told of the grant");
+    await h.identity.revokeClient({ clientId: other.id }, asBearer(user));
+    await eventually(() => changes(told) === 2, "told of the revocation");
+    // Changes are news of their own, in order with the entries.
+    const entry = await post(h, owner.token, cubeId, "after the changes");
+    await eventually(() => [told, plain].every((s) => s.entryIds().includes(entry.id)), "the entry on both");
+    expect(told.events.filter((e) => e.event.case !== "heartbeat").map((e) => e.event.case)).toEqual([
+      "ready",
+      "accessChanged",
+      "accessChanged",
+      "entry",
+    ]);
+    expect(changes(plain)).toBe(0);
+    for (const s of [told, plain]) s.cancel();
   });
 
   it("a foreign tenant's subscription is NOT_FOUND", async () => {

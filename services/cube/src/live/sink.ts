@@ -46,6 +46,8 @@ export class StreamSink implements ActivityListener {
     viewer: Viewer,
     /** The client credential the stream was opened with (a rotation ends the stream). */
     private readonly credentialId?: string,
+    /** The consumer asked for `access_changed` events (it serves other principals from this stream). */
+    private readonly reportsAccessChanges = false,
   ) {
     this.last = start;
     this.viewer = viewer;
@@ -84,8 +86,15 @@ export class StreamSink implements ActivityListener {
     this.signal();
   }
 
-  /** A doorbell that is no news (ACCESS) or a bus reconnect: access may have changed, re-check it. */
+  /**
+   * A doorbell that is no news (ACCESS) or a bus reconnect: access may have changed, re-check it
+   * (and tell a consumer that asked, once per burst: one `access_changed` waits at most).
+   */
   notify(): void {
+    if (this.reportsAccessChanges && !this.terminal && this.queue.at(-1)?.event?.case !== "accessChanged") {
+      this.queue.push({ event: { case: "accessChanged", value: {} } });
+      this.signal();
+    }
     this.accessChanged();
   }
 

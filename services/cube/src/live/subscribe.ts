@@ -42,7 +42,7 @@ export function subscribeActivity(
       await renewHolderClaims(deps.fast, principal.droneId, deps.clock.now(), deps.config.claimLeaseSeconds);
     const credentialId = await streamCredential(deps, principal);
     const release = await limiter.acquire(credentialKey(principal));
-    const sink = new StreamSink(deps, principal, cubeId, start, viewerOf(s), credentialId);
+    const sink = new StreamSink(deps, principal, cubeId, start, viewerOf(s), credentialId, request.accessChanges);
     const onAbort = () => sink.signal();
     ctx.signal.addEventListener("abort", onAbort);
     const heartbeat = setInterval(() => sink.heartbeat(), deps.config.heartbeatMs);
