@@ -91,6 +91,13 @@ export class EdgeAuthenticator {
     return token ? sha256(token).toString("hex") : undefined;
   }
 
+  /** The caller as its owner service answers now (the cached answer is dropped first): after access news. */
+  refresh(authorization: string | null | undefined): Promise<EdgeCaller> {
+    const key = this.credentialKeyOf(authorization);
+    if (key !== undefined && !this.#pending.has(key)) this.#cache.delete(key);
+    return this.authenticate(authorization);
+  }
+
   /** Forgets every cached answer (tests, and after an operator-initiated revocation). */
   clear(): void {
     this.#cache.clear();

@@ -126,7 +126,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     jsonOptions: { ignoreUnknownFields: false },
   });
 
-  // One upstream SubscribeActivity per (cube, credential) for SSE streams from the head (MCP push may use it too).
+  // One upstream SubscribeActivity per (cube, viewer class) for SSE streams and MCP pushes from the head.
   const sharedUpstreams = new SharedUpstreams();
   metrics.sharedUpstreamStats = () => sharedUpstreams.stats();
   const sse: SseDeps = {
@@ -156,6 +156,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     onStream: (delta) => metrics.openStreams.inc({ kind: "mcp" }, delta),
     onResume: () => metrics.upstreamResumes.inc({ kind: "mcp" }),
     onSessionEvent: (event) => metrics.mcpSessions.inc({ event }),
+    shared: sharedUpstreams,
     onToolCall: (tool, outcome) => metrics.mcpToolCalls.inc({ tool, outcome }),
   });
 

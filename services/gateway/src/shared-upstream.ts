@@ -1,10 +1,13 @@
-import { createHash } from "node:crypto";
-import { type Followed, type FollowOptions, follow } from "./follow";
+import { status } from "@grpc/grpc-js";
+import type { Principal } from "@unimatrix/service-kit";
+import { toStatus } from "@unimatrix/service-kit/grpc";
+import { type Followed, type FollowOptions, follow, isGoingAway } from "./follow";
 
 /**
- * How one kind of upstream stream is shared: what follows it, and the two messages the hub makes
- * up itself — the `ready` a late joiner gets (at the hub's position) and the close a member that
- * fell too far behind gets (at its own last cursor; the browser reconnects from there).
+ * How one kind of upstream stream is shared: what follows it, and the messages the hub makes up
+ * itself — the `ready` a late joiner gets (at the hub's position), the close a member that fell
+ * too far behind gets (at its own last cursor; the browser reconnects from there), and the
+ * `access_revoked` a member whose own access check failed gets.
  */
 export interface SharedKind<M> {
   readonly step: FollowOptions<M>["step"];
@@ -12,6 +15,12 @@ export interface SharedKind<M> {
   readonly isReady: (message: M) => boolean;
   readonly readyAt: (cursor: string) => M;
   readonly tooSlowAt: (cursor: string | undefined) => M;
+  /** The final message of a member whose access check failed. */
+  readonly revokedFor: (reason: string) => M;
+  /** True for the upstream's "access may have changed" news: every member is checked again before anything further is passed on. */
+  readonly isAccessNews: (message: M) => boolean;
+  /** True for the upstream's own access_revoked: the member it was opened as lost access, not the others. */
+  readonly isRevoked: (message: M) => boolean;
 }
 
 /** Opens the upstream after a cursor (undefined: the head) on the shared stream's own signal. May re-authenticate. */
@@ -20,8 +29,17 @@ export type SharedOpen<M> = (
   signal: AbortSignal,
 ) => AsyncIterable<M> | Promise<AsyncIterable<M>>;
 
-/** What a member is told besides messages. */
-export interface MemberHooks {
+/** One consumer of a shared upstream: how to open the upstream as it, and how to check its own access. */
+export interface SharedMember<M> {
+  /** Opens the upstream as this member (when it is the one the hub reads as). */
+  readonly open: SharedOpen<M>;
+  /**
+   * Resolves when this member may still read what the upstream reads; rejects with why not.
+   * `fresh`: ask the owners again, no cached answer (after access news).
+   */
+  readonly check: (fresh: boolean) => Promise<void>;
+  /** Its credential (a digest): members of one credential are checked once. */
+  readonly credential: string;
   /** The shared upstream is waiting to reconnect (the member writes its "reconnecting" comment). */
   readonly onRetry?: (error: unknown) => void;
 }
@@ -39,9 +57,30 @@ export interface SharedUpstreamStats {
 /** Most messages a member may have waiting; past it the member is closed as too slow (never the others). */
 export const MEMBER_MAX_QUEUE = 1_000;
 
-/** The sharing key of an upstream: what it reads and the exact credential it reads as (a digest, never the token). */
-export function sharingKey(what: string, authorization: string): string {
-  return `${what}|${createHash("sha256").update(authorization).digest("base64url")}`;
+/** How often members of other credentials than the one the upstream reads as are checked without news (cached answers allowed). */
+export const MEMBER_RECHECK_MS = 10_000;
+
+/** Most member checks in flight per hub. */
+const CHECKS_IN_FLIGHT = 16;
+
+/**
+ * Who sees the same activity stream: the sessions of one drone see what the drone sees; every
+ * other principal of a tenant (user, client, operator) sees every entry and no notification.
+ */
+export function viewerClass(principal: Principal): string {
+  if (principal.kind === "drone-session") return `drone:${principal.droneId}`;
+  return principal.tenantId === null ? "operator" : `tenant:${principal.tenantId}`;
+}
+
+/** The sharing key of an upstream: what it reads and who sees the same of it (`viewerClass`). */
+export function sharingKey(what: string, principal: Principal): string {
+  return `${what}|${viewerClass(principal)}`;
+}
+
+/** A check failure that means "no access" (the member's answer), not "could not ask" (keep the member). */
+function deniesAccess(error: unknown): boolean {
+  const { code } = toStatus(error);
+  return code === status.UNAUTHENTICATED || code === status.PERMISSION_DENIED || code === status.NOT_FOUND;
 }
 
 class Member<M> implements AsyncIterable<Followed<M>> {
@@ -55,9 +94,13 @@ class Member<M> implements AsyncIterable<Followed<M>> {
 
   constructor(
     private readonly kind: SharedKind<M>,
-    readonly hooks: MemberHooks,
+    readonly spec: SharedMember<M>,
     private readonly onLeave: (member: Member<M>) => void,
   ) {}
+
+  get ended(): boolean {
+    return this.#ended;
+  }
 
   push(item: Followed<M>): void {
     if (this.#ended) return;
@@ -70,6 +113,13 @@ class Member<M> implements AsyncIterable<Followed<M>> {
     }
     this.#queue.push(item);
     this.#signal();
+  }
+
+  /** Its last message (e.g. access_revoked), after what waits; then the end. */
+  finish(message: M): void {
+    if (this.#ended) return;
+    this.#queue.push({ message, resumed: false });
+    this.end();
   }
 
   end(): void {
@@ -116,6 +166,25 @@ class Member<M> implements AsyncIterable<Followed<M>> {
   }
 }
 
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+
+/**
+ * One shared upstream: read as one member (the reader), its messages handed to every admitted
+ * member. A member joining a running hub is admitted after its own access check; when the
+ * upstream says access changed, every other credential is checked again (fresh) before anything
+ * further is passed on; when the reader itself loses access, it alone is told, and the hub
+ * re-opens after its position as another member that still may read.
+ */
 class Hub<M> {
   readonly members = new Set<Member<M>>();
   readonly controller = new AbortController();
@@ -125,19 +194,53 @@ class Hub<M> {
   position: string | undefined;
   /** No new member may join: the stream is over (final event, error, or no members left). */
   closed = false;
+  /** The member the upstream is read as now, and the signal of that reading (aborted when it leaves). */
+  #reader: Member<M> | undefined;
+  #reading: AbortController | undefined;
+  #recheck: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly kind: SharedKind<M>,
-    open: SharedOpen<M>,
     private readonly onClose: () => void,
-  ) {
-    void this.#run((after) => open(after, this.controller.signal));
+  ) {}
+
+  /** Opens the upstream as the first member. */
+  start(first: SharedMember<M>, signal: AbortSignal): Member<M> {
+    const member = new Member<M>(this.kind, first, (m) => this.#leave(m));
+    this.#reader = member;
+    this.#enter(member, signal);
+    this.#recheck = setInterval(() => void this.#checkMembers(false), MEMBER_RECHECK_MS);
+    this.#recheck.unref();
+    void this.#run();
+    return member;
   }
 
-  join(hooks: MemberHooks, signal: AbortSignal): Member<M> {
-    const member = new Member<M>(this.kind, hooks, (m) => this.#leave(m));
-    if (this.live && this.position !== undefined)
-      member.push({ message: this.kind.readyAt(this.position), resumed: false });
+  /** A joiner of a running hub: admitted once its own check passes (it starts at the hub's position then). */
+  join(spec: SharedMember<M>, signal: AbortSignal): Member<M> {
+    const member = new Member<M>(this.kind, spec, (m) => this.#leave(m));
+    void (async () => {
+      let backoff = 100;
+      for (;;) {
+        if (signal.aborted || this.closed) return member.end();
+        try {
+          await spec.check(false);
+          break;
+        } catch (error) {
+          if (!isGoingAway(error)) return member.fail(error);
+          spec.onRetry?.(error);
+          await sleep(backoff * (0.5 + Math.random() / 2), signal);
+          backoff = Math.min(backoff * 2, 2_000);
+        }
+      }
+      if (signal.aborted || this.closed) return member.end();
+      if (this.live && this.position !== undefined)
+        member.push({ message: this.kind.readyAt(this.position), resumed: false });
+      this.#enter(member, signal);
+    })();
+    return member;
+  }
+
+  #enter(member: Member<M>, signal: AbortSignal): void {
     this.members.add(member);
     // A consumer that goes away leaves at once, whether or not it is reading.
     const leave = () => {
@@ -146,42 +249,114 @@ class Hub<M> {
     };
     if (signal.aborted) leave();
     else signal.addEventListener("abort", leave, { once: true });
-    return member;
   }
 
   #leave(member: Member<M>): void {
-    this.members.delete(member);
+    if (!this.members.delete(member)) return;
     if (this.members.size === 0) this.#close();
+    // The upstream always reads as a member that is here: re-open it as another one.
+    else if (member === this.#reader) this.#reading?.abort();
   }
 
   #close(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.#recheck) clearInterval(this.#recheck);
     this.controller.abort();
+    for (const member of this.members) member.end();
     this.onClose();
   }
 
-  async #run(open: FollowOptions<M>["open"]): Promise<void> {
-    try {
-      const followed = follow({
-        open,
-        after: undefined,
-        step: this.kind.step,
-        signal: this.controller.signal,
-        onRetry: (error) => {
-          for (const member of this.members) member.hooks.onRetry?.(error);
-        },
-      });
-      for await (const item of followed) {
-        const step = this.kind.step(item.message);
-        if (step.final) this.#close();
-        this.position = step.cursor ?? step.start ?? this.position;
-        if (this.kind.isReady(item.message)) this.live = true;
-        for (const member of this.members) member.push(item);
+  /** Ends every member whose credential no longer may read (one check per credential, the reader's skipped: the upstream checks it). */
+  async #checkMembers(fresh: boolean): Promise<void> {
+    const byCredential = new Map<string, Member<M>[]>();
+    for (const member of this.members) {
+      if (member.spec.credential === this.#reader?.spec.credential) continue;
+      const group = byCredential.get(member.spec.credential);
+      if (group) group.push(member);
+      else byCredential.set(member.spec.credential, [member]);
+    }
+    const groups = [...byCredential.values()];
+    const worker = async () => {
+      for (let group = groups.pop(); group; group = groups.pop()) {
+        try {
+          await (group[0] as Member<M>).spec.check(fresh);
+        } catch (error) {
+          if (!deniesAccess(error)) continue; // could not ask: keep them, the next check decides
+          const reason = `access to this stream was removed (${status[toStatus(error).code]})`;
+          for (const member of group) {
+            member.finish(this.kind.revokedFor(reason));
+            this.#leave(member);
+          }
+        }
       }
-      for (const member of this.members) member.end();
-    } catch (error) {
-      for (const member of this.members) member.fail(error);
+    };
+    await Promise.all(Array.from({ length: Math.min(CHECKS_IN_FLIGHT, groups.length) }, worker));
+  }
+
+  /** The next member to read as: the current reader while it stays, else any admitted member. */
+  #nextReader(): Member<M> | undefined {
+    if (this.#reader && this.members.has(this.#reader) && !this.#reader.ended) return this.#reader;
+    for (const member of this.members) if (!member.ended) return member;
+    return undefined;
+  }
+
+  async #run(): Promise<void> {
+    try {
+      for (;;) {
+        const reader = this.#nextReader();
+        if (!reader || this.closed) return;
+        this.#reader = reader;
+        const reading = new AbortController();
+        this.#reading = reading;
+        const signal = AbortSignal.any([this.controller.signal, reading.signal]);
+        let lost = false;
+        try {
+          const followed = follow({
+            open: (after) => reader.spec.open(after, signal),
+            after: this.position,
+            step: this.kind.step,
+            signal,
+            onRetry: (error) => {
+              for (const member of this.members) member.spec.onRetry?.(error);
+            },
+          });
+          for await (const item of followed) {
+            if (this.kind.isAccessNews(item.message)) {
+              // Hold what follows until every member's access is known again (the service holds too).
+              await this.#checkMembers(true);
+              continue;
+            }
+            if (this.kind.isRevoked(item.message)) {
+              // The reader lost access: it alone is told; the others go on as someone else.
+              lost = true;
+              reader.finish(item.message);
+              this.#leave(reader);
+              break;
+            }
+            const step = this.kind.step(item.message);
+            this.position = step.cursor ?? step.start ?? this.position;
+            if (this.kind.isReady(item.message)) this.live = true;
+            for (const member of this.members) member.push(item);
+            if (step.final) this.#close();
+          }
+        } catch (error) {
+          // Not going-away: the answer to the reader (the others are asked for themselves below).
+          lost = true;
+          reader.fail(error);
+          this.#leave(reader);
+        }
+        if (this.closed) return;
+        if (lost) {
+          // Whoever shares the lost reader's credential is asked too.
+          this.#reader = undefined;
+          await this.#checkMembers(true);
+        } else if (!reading.signal.aborted) {
+          // The upstream ended for good (a final event passed on to every member).
+          return;
+        }
+        // Else the reader left: read on as another member, after the position.
+      }
     } finally {
       this.#close();
     }
@@ -190,39 +365,33 @@ class Hub<M> {
 
 /**
  * One gateway replica's shared upstream subscriptions: streams that read the same thing from the
- * head as the same credential (e.g. a console's tabs, an agent's several SSE readers) share one
- * upstream server stream, followed across replica failover (`follow`), and every message is
- * handed to each member once, in order. A member that falls `MEMBER_MAX_QUEUE` messages behind is
- * closed as too slow at its last cursor (it reconnects with it and resumes on a stream of its own),
- * so a slow reader never holds the others back. A stream that resumes from a cursor does not
- * share: its position is its own. Exported for MCP push as well as SSE.
+ * head and see the same of it (`sharingKey`: same cube, same viewer class — e.g. a console's
+ * tabs, a team's dashboards, an agent's several readers) share one upstream server stream,
+ * followed across replica failover (`follow`), and every message is handed to each member once,
+ * in order. Each member's own access is checked when it joins, again on the upstream's access
+ * news (fresh) and every `MEMBER_RECHECK_MS`; a member that lost it gets its own access_revoked.
+ * A member that falls `MEMBER_MAX_QUEUE` messages behind is closed as too slow at its last cursor
+ * (it reconnects with it and resumes on a stream of its own), so a slow reader never holds the
+ * others back. A stream that resumes from a cursor does not share: its position is its own.
  */
 export class SharedUpstreams {
   readonly #hubs = new Map<string, Hub<unknown>>();
   #opened = 0;
 
   /**
-   * The messages of the upstream `key` from now on (the first joiner opens it with `open`; a
-   * joiner after its ready gets a ready at the current position first). Ends when the upstream
-   * ends or `signal` aborts; throws the upstream's error.
+   * The messages of the upstream `key` from now on (the first joiner opens it as itself; a joiner
+   * of a running one is admitted after its check, with a ready at the current position first).
+   * Ends when the upstream ends or `signal` aborts; throws the member's own refusal.
    */
-  join<M>(
-    key: string,
-    kind: SharedKind<M>,
-    open: SharedOpen<M>,
-    signal: AbortSignal,
-    hooks: MemberHooks = {},
-  ): AsyncIterable<Followed<M>> {
-    let hub = this.#hubs.get(key) as Hub<M> | undefined;
-    if (!hub || hub.closed) {
-      this.#opened += 1;
-      const created: Hub<M> = new Hub<M>(kind, open, () => {
-        if (this.#hubs.get(key) === (created as Hub<unknown>)) this.#hubs.delete(key);
-      });
-      hub = created;
-      this.#hubs.set(key, hub as Hub<unknown>);
-    }
-    return hub.join(hooks, signal);
+  join<M>(key: string, kind: SharedKind<M>, member: SharedMember<M>, signal: AbortSignal): AsyncIterable<Followed<M>> {
+    const running = this.#hubs.get(key) as Hub<M> | undefined;
+    if (running && !running.closed) return running.join(member, signal);
+    this.#opened += 1;
+    const hub: Hub<M> = new Hub<M>(kind, () => {
+      if (this.#hubs.get(key) === (hub as Hub<unknown>)) this.#hubs.delete(key);
+    });
+    this.#hubs.set(key, hub as Hub<unknown>);
+    return hub.start(member, signal);
   }
 
   stats(): SharedUpstreamStats {

@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { create, toJson } from "@bufbuild/protobuf";
+import { toJson } from "@bufbuild/protobuf";
 import type { Code } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { type Metadata, status } from "@grpc/grpc-js";
@@ -12,6 +12,7 @@ import {
 import { WatchMachinesResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import { DomainError, REQUEST_ID_HEADER, ResourceExhaustedError } from "@unimatrix/service-kit";
 import { toStatus } from "@unimatrix/service-kit/grpc";
+import { activityShare, activityWhat, edgeMember, mayReadCube, openActivity } from "./activity-share";
 import type { EdgeAuthenticator } from "./auth";
 import { clientAddress, type TrustedProxies } from "./client-address";
 import type { StreamCaps, StreamSlot } from "./fleet/streams";
@@ -109,8 +110,16 @@ async function serveStream<M>(
   step: (message: M) => Step,
   /** `readySent`: the browser already had its ready event (a resumed upstream's is not repeated). */
   toFrames: (message: M, readySent: boolean) => SseFrame[],
-  /** How this stream may share its upstream with others (`deps.shared`); only when it starts from the head. */
-  share?: { readonly what: string; readonly kind: SharedKind<M> },
+  /**
+   * How this stream may share its upstream with others who see the same (`deps.shared`), only
+   * when it starts from the head: what it reads, and the unary call that says whether a principal
+   * may read it (run with that principal's metadata; it rejects when not).
+   */
+  share?: {
+    readonly what: string;
+    readonly kind: SharedKind<M>;
+    readonly check: (metadata: Metadata) => Promise<unknown>;
+  },
 ): Promise<void> {
   const controller = new AbortController();
   request.once("close", () => controller.abort());
@@ -149,6 +158,7 @@ async function serveStream<M>(
       );
     }
     const requestId = request.headers[REQUEST_ID_HEADER];
+    const requestIdOf = typeof requestId === "string" ? requestId : null;
     let first = true;
     const openUpstream = async (from: string | undefined, signal: AbortSignal) => {
       // Re-authenticated on every (re)open, so a revoked token does not ride a failover.
@@ -156,7 +166,7 @@ async function serveStream<M>(
       first = false;
       const { principal } = caller && !reopened ? caller : await deps.auth.authenticate(request.headers.authorization);
       if (reopened) deps.onResume?.();
-      const metadata = upstreamMetadata(deps.internalKey, principal, typeof requestId === "string" ? requestId : null);
+      const metadata = upstreamMetadata(deps.internalKey, principal, requestIdOf);
       return open(from, { metadata, signal });
     };
     const onRetry = () => {
@@ -166,10 +176,21 @@ async function serveStream<M>(
     };
     const authorization = request.headers.authorization;
     const followed =
-      share && deps.shared && after === undefined && authorization
-        ? deps.shared.join(sharingKey(share.what, authorization), share.kind, openUpstream, controller.signal, {
-            onRetry,
-          })
+      share && deps.shared && after === undefined && caller
+        ? deps.shared.join(
+            sharingKey(share.what, caller.principal),
+            share.kind,
+            edgeMember(deps, {
+              authorization,
+              credential: credentialKey,
+              requestId: requestIdOf,
+              onRetry,
+              ...(deps.onResume ? { onResume: deps.onResume } : {}),
+              open,
+              check: share.check,
+            }),
+            controller.signal,
+          )
         : follow({
             after,
             signal: controller.signal,
@@ -219,31 +240,6 @@ async function serveStream<M>(
   }
 }
 
-/** What an activity event means for following the stream. */
-const activityStep = ({ event }: SubscribeActivityResponse): Step => {
-  switch (event.case) {
-    case "entry":
-    case "notification":
-      return { cursor: event.value.cursor };
-    case "ready":
-    case "heartbeat":
-      return { start: event.value.cursor };
-    case "accessRevoked":
-      return { final: true };
-    case "goingAway":
-      // The replica drained: resume elsewhere after its cursor (the browser never sees it).
-      return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
-    case "closed":
-      // An older replica shutting down says "resume elsewhere"; any other close is the answer.
-      return event.value.reason === StreamCloseReason.SHUTDOWN
-        ? { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) }
-        : { final: true };
-    default:
-      // An event this gateway does not know yet: if the stream ends after it, it is re-opened.
-      return {};
-  }
-};
-
 /** The SSE frames of an activity event (entries and notifications built once for all the streams that share them). */
 function activityFrames(message: SubscribeActivityResponse, readySent: boolean): SseFrame[] {
   const { event } = message;
@@ -273,20 +269,6 @@ function activityFrames(message: SubscribeActivityResponse, readySent: boolean):
   }
 }
 
-/** Activity streams share an upstream per (cube, credential): see `SharedUpstreams`. */
-const activityShare: SharedKind<SubscribeActivityResponse> = {
-  step: activityStep,
-  isReady: (message) => message.event.case === "ready",
-  readyAt: (cursor) => create(SubscribeActivityResponseSchema, { event: { case: "ready", value: { cursor } } }),
-  tooSlowAt: (cursor) =>
-    create(SubscribeActivityResponseSchema, {
-      event: {
-        case: "closed",
-        value: { reason: StreamCloseReason.SLOW_CONSUMER, ...(cursor !== undefined ? { cursor } : {}) },
-      },
-    }),
-};
-
 /** `GET /v1/cubes/{cube}/events`: the activity entries and notifications the caller may see. */
 export function cubeEvents(
   deps: SseDeps,
@@ -300,11 +282,10 @@ export function cubeEvents(
     request,
     response,
     resumeCursor(request, url),
-    (after, options) =>
-      deps.upstreams.activity.subscribeActivity({ cubeId, ...(after !== undefined ? { after } : {}) }, options),
-    activityStep,
+    openActivity(deps.upstreams, cubeId),
+    activityShare.step,
     activityFrames,
-    { what: `activity:${cubeId}`, kind: activityShare },
+    { what: activityWhat(cubeId), kind: activityShare, check: mayReadCube(deps.upstreams, cubeId) },
   );
 }
 

@@ -5,13 +5,17 @@ import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import type { SubscribeActivityResponse } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { EntrySchema, NotificationSchema } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { toStatus } from "@unimatrix/service-kit/grpc";
+import { activityShare, activityWhat, edgeMember, mayReadCube, openActivity } from "../activity-share";
 import { follow, type Step } from "../follow";
 import { upstreamMetadata } from "../forward";
+import { type SharedUpstreams, sharingKey } from "../shared-upstream";
 import type { McpSessionDeps } from "./session";
 import type { SeatRecord, SessionRecord } from "./session-store";
 
 /** What the push stream needs. */
 export interface PushDeps extends McpSessionDeps {
+  /** Shared upstream subscriptions: a push from the head shares one with the drone's other readers (SSE, other sessions). */
+  readonly shared?: SharedUpstreams;
   /** How often an open push stream re-reads its session (a seat attached elsewhere, the session ended). */
   readonly pollMs?: number;
   readonly onStream?: (delta: 1 | -1) => void;
@@ -147,21 +151,41 @@ export async function servePush(
       const after = lastEventId ?? (seatStarted ? current.cursor : undefined);
       let first = true;
       try {
-        for await (const { message } of follow({
-          after,
-          signal,
-          step: activityStep,
-          open: async (from) => {
-            if (!first) deps.onResume?.();
-            first = false;
-            const { principal } = await deps.auth.authenticate(`Bearer ${seat.token}`);
-            const metadata = upstreamMetadata(deps.internalKey, principal);
-            return deps.upstreams.activity.subscribeActivity(
-              { cubeId: seat.cubeId, ...(from !== undefined ? { after: from } : {}) },
-              { metadata, signal },
-            );
-          },
-        })) {
+        const authorization = `Bearer ${seat.token}`;
+        // From the head, the push shares the drone's upstream with its other readers (they see the same).
+        const shared =
+          deps.shared && after === undefined
+            ? deps.shared.join(
+                sharingKey(activityWhat(seat.cubeId), (await deps.auth.authenticate(authorization)).principal),
+                activityShare,
+                edgeMember(deps, {
+                  authorization,
+                  credential: deps.auth.credentialKeyOf(authorization) as string,
+                  ...(deps.onResume ? { onResume: deps.onResume } : {}),
+                  open: openActivity(deps.upstreams, seat.cubeId),
+                  check: mayReadCube(deps.upstreams, seat.cubeId),
+                }),
+                signal,
+              )
+            : undefined;
+        const followed =
+          shared ??
+          follow({
+            after,
+            signal,
+            step: activityStep,
+            open: async (from) => {
+              if (!first) deps.onResume?.();
+              first = false;
+              const { principal } = await deps.auth.authenticate(authorization);
+              const metadata = upstreamMetadata(deps.internalKey, principal);
+              return deps.upstreams.activity.subscribeActivity(
+                { cubeId: seat.cubeId, ...(from !== undefined ? { after: from } : {}) },
+                { metadata, signal },
+              );
+            },
+          });
+        for await (const { message } of followed) {
           const { event } = message;
           if (event.case === "entry" && event.value.author?.droneId === seat.droneId) {
             // The drone's own post is not pushed back to it (it knows what it said).
@@ -175,6 +199,11 @@ export async function servePush(
             lastEventId = event.value.cursor;
           } else if (event.case === "heartbeat") {
             write(": heartbeat\n\n");
+            lastEventId ??= event.value.cursor;
+          } else if (event.case === "ready" || event.case === "closed") {
+            // Where to go on from if this stream ends (a shared one closes a member too slow for it at its cursor).
+            if (event.value.cursor)
+              lastEventId = event.case === "closed" ? event.value.cursor : (lastEventId ?? event.value.cursor);
           } else if (event.case === "accessRevoked") {
             // Say why pushing stops (rotation, eviction, revocation) instead of going quiet.
             const { reason } = event.value;
