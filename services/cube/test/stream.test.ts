@@ -247,7 +247,7 @@ describe("SubscribeActivity rules", () => {
     s.cancel();
   });
 
-  it("a stream opened with access_changes is told of every access change on the cube, others are not", async () => {
+  it("a stream opened with access_changes is told of every access change on the cube and whose, others are not", async () => {
     const { cubeId } = await newCube(h, owner.token, "access-changes");
     const other = await newClient(h, user, "granted-later");
     const told = subscribe(b, owner.token, cubeId, undefined, true);
@@ -266,6 +266,11 @@ describe("SubscribeActivity rules", () => {
       "accessChanged",
       "accessChanged",
       "entry",
+    ]);
+    // Each names whose access changed (the client), so a consumer checks only those it serves.
+    expect(told.events.flatMap((e) => (e.event.case === "accessChanged" ? [e.event.value.subjectIds] : []))).toEqual([
+      [other.id],
+      [other.id],
     ]);
     expect(changes(plain)).toBe(0);
     for (const s of [told, plain]) s.cancel();

@@ -52,7 +52,7 @@ export const activityShare: SharedKind<SubscribeActivityResponse> = {
     }),
   revokedFor: (reason) =>
     create(SubscribeActivityResponseSchema, { event: { case: "accessRevoked", value: { reason } } }),
-  isAccessNews: (message) => message.event.case === "accessChanged",
+  accessNews: ({ event }) => (event.case === "accessChanged" ? event.value.subjectIds : undefined),
   isRevoked: (message) => message.event.case === "accessRevoked",
 };
 
@@ -82,6 +82,8 @@ export function edgeMember<M>(
   member: {
     readonly authorization: string | undefined;
     readonly credential: string;
+    /** The ids access news may name it by (`subjectsOf` its principal). */
+    readonly subjects: readonly string[];
     readonly requestId?: string | null;
     readonly onRetry?: (error: unknown) => void;
     /** Told each time this member re-opens the upstream (after its replica went away). */
@@ -102,6 +104,7 @@ export function edgeMember<M>(
   let opened = false;
   return {
     credential: member.credential,
+    subjects: member.subjects,
     ...(member.onRetry ? { onRetry: member.onRetry } : {}),
     open: async (after, signal) => {
       if (opened) member.onResume?.();

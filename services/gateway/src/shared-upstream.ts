@@ -17,8 +17,12 @@ export interface SharedKind<M> {
   readonly tooSlowAt: (cursor: string | undefined) => M;
   /** The final message of a member whose access check failed. */
   readonly revokedFor: (reason: string) => M;
-  /** True for the upstream's "access may have changed" news: every member is checked again before anything further is passed on. */
-  readonly isAccessNews: (message: M) => boolean;
+  /**
+   * For the upstream's "access may have changed" news, whose (subject ids; empty: anyone's) — the
+   * members it names are checked again before anything further is passed on; undefined for any
+   * other message.
+   */
+  readonly accessNews: (message: M) => readonly string[] | undefined;
   /** True for the upstream's own access_revoked: the member it was opened as lost access, not the others. */
   readonly isRevoked: (message: M) => boolean;
 }
@@ -40,6 +44,8 @@ export interface SharedMember<M> {
   readonly check: (fresh: boolean) => Promise<void>;
   /** Its credential (a digest): members of one credential are checked once. */
   readonly credential: string;
+  /** The ids access news may name it by (`subjectsOf`). */
+  readonly subjects: readonly string[];
   /** The shared upstream is waiting to reconnect (the member writes its "reconnecting" comment). */
   readonly onRetry?: (error: unknown) => void;
 }
@@ -70,6 +76,12 @@ const CHECKS_IN_FLIGHT = 16;
 export function viewerClass(principal: Principal): string {
   if (principal.kind === "drone-session") return `drone:${principal.droneId}`;
   return principal.tenantId === null ? "operator" : `tenant:${principal.tenantId}`;
+}
+
+/** The ids access news names a principal by: itself, and for a drone session its drone and client. */
+export function subjectsOf(principal: Principal): string[] {
+  if (principal.kind === "drone-session") return [principal.subjectId, principal.droneId, principal.clientId];
+  return [principal.subjectId];
 }
 
 /** The sharing key of an upstream: what it reads and who sees the same of it (`viewerClass`). */
@@ -267,11 +279,15 @@ class Hub<M> {
     this.onClose();
   }
 
-  /** Ends every member whose credential no longer may read (one check per credential, the reader's skipped: the upstream checks it). */
-  async #checkMembers(fresh: boolean): Promise<void> {
+  /**
+   * Ends every member whose credential no longer may read (one check per credential; the reader's
+   * is skipped: the upstream checks it). `named`: only members news names (empty: everyone).
+   */
+  async #checkMembers(fresh: boolean, named: readonly string[] = []): Promise<void> {
     const byCredential = new Map<string, Member<M>[]>();
     for (const member of this.members) {
       if (member.spec.credential === this.#reader?.spec.credential) continue;
+      if (named.length > 0 && !member.spec.subjects.some((id) => named.includes(id))) continue;
       const group = byCredential.get(member.spec.credential);
       if (group) group.push(member);
       else byCredential.set(member.spec.credential, [member]);
@@ -322,9 +338,10 @@ class Hub<M> {
             },
           });
           for await (const item of followed) {
-            if (this.kind.isAccessNews(item.message)) {
-              // Hold what follows until every member's access is known again (the service holds too).
-              await this.#checkMembers(true);
+            const named = this.kind.accessNews(item.message);
+            if (named) {
+              // Hold what follows until the named members' access is known again (the service holds too).
+              await this.#checkMembers(true, named);
               continue;
             }
             if (this.kind.isRevoked(item.message)) {

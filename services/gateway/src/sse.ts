@@ -19,7 +19,7 @@ import type { StreamCaps, StreamSlot } from "./fleet/streams";
 import { follow, type Step } from "./follow";
 import { chargeAddress, upstreamMetadata } from "./forward";
 import type { RateLimiter } from "./rate-limit";
-import { type SharedKind, type SharedUpstreams, sharingKey } from "./shared-upstream";
+import { type SharedKind, type SharedUpstreams, sharingKey, subjectsOf } from "./shared-upstream";
 import type { Upstreams } from "./upstreams";
 
 /** One thing to write on an SSE stream. */
@@ -183,6 +183,7 @@ async function serveStream<M>(
             edgeMember(deps, {
               authorization,
               credential: credentialKey,
+              subjects: subjectsOf(caller.principal),
               requestId: requestIdOf,
               onRetry,
               ...(deps.onResume ? { onResume: deps.onResume } : {}),

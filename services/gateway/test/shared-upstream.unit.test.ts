@@ -10,7 +10,7 @@ type Msg =
   | { kind: "away"; cursor: string }
   | { kind: "final" }
   | { kind: "slow"; cursor: string | undefined }
-  | { kind: "news" }
+  | { kind: "news"; subjects: string[] }
   | { kind: "revoked"; reason: string };
 
 const kind: SharedKind<Msg> = {
@@ -32,7 +32,7 @@ const kind: SharedKind<Msg> = {
   readyAt: (cursor) => ({ kind: "ready", cursor }),
   tooSlowAt: (cursor) => ({ kind: "slow", cursor }),
   revokedFor: (reason) => ({ kind: "revoked", reason }),
-  isAccessNews: (m) => m.kind === "news",
+  accessNews: (m) => (m.kind === "news" ? m.subjects : undefined),
   isRevoked: (m) => m.kind === "revoked",
 };
 
@@ -52,6 +52,7 @@ function memberOf(
 ): SharedMember<Msg> {
   return {
     credential,
+    subjects: [credential],
     open: (after, signal) => {
       log.opened.push(`${credential}@${after ?? "head"}`);
       return up.open(after, signal);
@@ -262,7 +263,7 @@ describe("SharedUpstreams", () => {
     await eventually(() => c.got.length === 1, "c's ready");
     newsArrived = true;
     cAllowed = false;
-    up.send({ kind: "news" });
+    up.send({ kind: "news", subjects: [] });
     up.send({ kind: "entry", cursor: "1" });
     await c.done;
     expect(c.got).toEqual([
@@ -277,6 +278,22 @@ describe("SharedUpstreams", () => {
     // The reader's own credential is the upstream's to check; the news is never passed on.
     expect(log.checks.filter((x) => x.endsWith("!")).sort()).toEqual(["b!", "c!"]);
     expect([...a.got, ...b.got].some((m) => m.kind === "news")).toBe(false);
+  });
+
+  test("news naming some subjects checks only the members it names", async () => {
+    const shared = new SharedUpstreams();
+    const up = fakeUpstream();
+    const log = { opened: [] as string[], checks: [] as string[] };
+    const a = reader(shared.join("k", kind, memberOf(up, "a", log), new AbortController().signal));
+    for (const name of ["b", "c", "d"])
+      reader(shared.join("k", kind, memberOf(up, name, log), new AbortController().signal));
+    await eventually(() => shared.stats().members === 4, "all admitted");
+    up.send({ kind: "ready", cursor: "0" });
+    up.send({ kind: "news", subjects: ["c", "somebody-else"] });
+    up.send({ kind: "news", subjects: ["nobody-here"] });
+    up.send({ kind: "entry", cursor: "1" });
+    await eventually(() => a.got.length === 2, "the entry after the news");
+    expect(log.checks.filter((x) => x.endsWith("!"))).toEqual(["c!"]);
   });
 
   test("a joiner is admitted after its own check; a refused joiner fails alone", async () => {

@@ -6,7 +6,7 @@ import type { CubeDeps } from "../handlers/deps";
 import { headOf, loadItems, readAfter } from "../store/activity";
 import type { PrismaClient } from "../store/prisma";
 import type { ActivityRow } from "../store/rows";
-import { ACCESS, cubeChannel } from "./channels";
+import { cubeChannel, subjectsOfAccess } from "./channels";
 
 /**
  * One committed item as the feed hands it to streams: the row (for visibility and contiguity) and
@@ -37,7 +37,7 @@ export function activitySource(prisma: PrismaClient): FeedSource<bigint, FedItem
       };
     },
     // An ACCESS doorbell is no news: the feed hands it to each stream's `notify` (re-check access).
-    isNews: (message) => message !== ACCESS,
+    isNews: (message) => subjectsOfAccess(message) === undefined,
   };
 }
 

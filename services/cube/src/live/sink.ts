@@ -12,6 +12,7 @@ import { encodeCursor } from "../rules/cursor";
 import { type Viewer, viewerOf, visibleTo } from "../rules/visibility";
 import { requireAccess } from "../store/access";
 import { revokedReason } from "../store/identity";
+import { subjectsOfAccess } from "./channels";
 import type { ActivityListener, FedItem } from "./feed";
 
 /** A SubscribeActivity event as a stream yields it. */
@@ -88,12 +89,21 @@ export class StreamSink implements ActivityListener {
 
   /**
    * A doorbell that is no news (ACCESS) or a bus reconnect: access may have changed, re-check it
-   * (and tell a consumer that asked, once per burst: one `access_changed` waits at most).
+   * (and tell a consumer that asked whose: one `access_changed` waits at most, gathering a burst).
    */
-  notify(): void {
-    if (this.reportsAccessChanges && !this.terminal && this.queue.at(-1)?.event?.case !== "accessChanged") {
-      this.queue.push({ event: { case: "accessChanged", value: {} } });
-      this.signal();
+  notify(message: string): void {
+    if (this.reportsAccessChanges && !this.terminal) {
+      // Whose access changed (a reconnect: anyone's, the empty list); one waiting news gathers a burst.
+      const subjectIds = subjectsOfAccess(message) ?? [];
+      const waiting = this.queue.at(-1)?.event;
+      if (waiting?.case === "accessChanged") {
+        const known = waiting.value.subjectIds ?? [];
+        waiting.value.subjectIds =
+          known.length === 0 || subjectIds.length === 0 ? [] : [...new Set([...known, ...subjectIds])];
+      } else {
+        this.queue.push({ event: { case: "accessChanged", value: { subjectIds } } });
+        this.signal();
+      }
     }
     this.accessChanged();
   }

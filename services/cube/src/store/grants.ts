@@ -1,7 +1,7 @@
 import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../handlers/deps";
-import { ACCESS, ringAfterCommit } from "../live/channels";
+import { accessOf, ringAfterCommit } from "../live/channels";
 import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";
 import { requireAccess } from "./access";
 import { authTag, invalidateAuth } from "./auth-cache";
@@ -36,7 +36,7 @@ export async function setCubeGrant(
     });
   });
   await invalidateAuth(deps, [authTag.cube(cubeId)]);
-  await ringAfterCommit(deps, [cubeId], ACCESS);
+  await ringAfterCommit(deps, [cubeId], accessOf([clientId]));
   return grant;
 }
 
@@ -56,7 +56,7 @@ export async function revokeCubeGrant(
   });
   if (removed) {
     await invalidateAuth(deps, [authTag.cube(cubeId)]);
-    await ringAfterCommit(deps, [cubeId], ACCESS);
+    await ringAfterCommit(deps, [cubeId], accessOf([clientId]));
   }
   return removed;
 }

@@ -3,7 +3,7 @@ import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from "@uni
 import { issueToken, type ParsedToken, type Principal, sha256, verifySecret } from "@unimatrix/service-kit/auth";
 import { isUniqueViolation } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../handlers/deps";
-import { ACCESS, ringAfterCommit } from "../live/channels";
+import { accessOf, ringAfterCommit } from "../live/channels";
 import { authTag, invalidateAuth, principalTags } from "./auth-cache";
 import { bytes, inTransaction, type Tx } from "./prisma";
 import type { ApiClient, ResolvedToken, Tenant, User } from "./rows";
@@ -147,7 +147,7 @@ export async function rotateClient(
     return { client, revoked, cubes: [...revoked.cubes, ...(await cubesOfClient(tx, clientId))] };
   });
   await invalidateAuth(deps, [authTag.client(clientId)]);
-  await ringAfterCommit(deps, result.cubes, ACCESS);
+  await ringAfterCommit(deps, result.cubes, accessOf([clientId]));
   return { client: result.client, token: issued.token, revoked: result.revoked.count };
 }
 
@@ -162,7 +162,7 @@ export async function revokeClient(deps: CubeDeps, tenantId: string, clientId: s
     return { client, cubes: [...revoked.cubes, ...(await cubesOfClient(tx, clientId))] };
   });
   await invalidateAuth(deps, [authTag.client(clientId)]);
-  await ringAfterCommit(deps, result.cubes, ACCESS);
+  await ringAfterCommit(deps, result.cubes, accessOf([clientId]));
   return result.client;
 }
 

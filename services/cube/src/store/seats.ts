@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { FailedPreconditionError, NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit";
 import { issueToken, type Principal, parseToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../handlers/deps";
-import { ACCESS, ACTIVITY, ringAfterCommit } from "../live/channels";
+import { ACTIVITY, accessOf, ringAfterCommit } from "../live/channels";
 import { authorPrincipalId, isParticipant, MANAGE, READ } from "../rules/access";
 import { isSeatChange, type SeatStateName, seatStateMessage } from "../rules/seat";
 import { requireAccess, standing } from "./access";
@@ -286,7 +286,7 @@ export async function evictDrone(
     return { drone: updated, revoked: revoked.count };
   });
   await invalidateAuth(deps, [authTag.drone(droneId)]);
-  await ringAfterCommit(deps, [cubeId], ACCESS);
+  await ringAfterCommit(deps, [cubeId], accessOf([droneId]));
   const [view] = await droneViews(deps.prisma, [result.drone], now);
   return { drone: view as DroneRow, revoked: result.revoked };
 }

@@ -8,7 +8,7 @@ import { toStatus } from "@unimatrix/service-kit/grpc";
 import { activityShare, activityWhat, edgeMember, mayReadCube, openActivity } from "../activity-share";
 import { follow, type Step } from "../follow";
 import { upstreamMetadata } from "../forward";
-import { type SharedUpstreams, sharingKey } from "../shared-upstream";
+import { type SharedUpstreams, sharingKey, subjectsOf } from "../shared-upstream";
 import type { McpSessionDeps } from "./session";
 import type { SeatRecord, SessionRecord } from "./session-store";
 
@@ -153,14 +153,17 @@ export async function servePush(
       try {
         const authorization = `Bearer ${seat.token}`;
         // From the head, the push shares the drone's upstream with its other readers (they see the same).
+        const principal =
+          deps.shared && after === undefined ? (await deps.auth.authenticate(authorization)).principal : undefined;
         const shared =
-          deps.shared && after === undefined
+          deps.shared && principal
             ? deps.shared.join(
-                sharingKey(activityWhat(seat.cubeId), (await deps.auth.authenticate(authorization)).principal),
+                sharingKey(activityWhat(seat.cubeId), principal),
                 activityShare,
                 edgeMember(deps, {
                   authorization,
                   credential: deps.auth.credentialKeyOf(authorization) as string,
+                  subjects: subjectsOf(principal),
                   ...(deps.onResume ? { onResume: deps.onResume } : {}),
                   open: openActivity(deps.upstreams, seat.cubeId),
                   check: mayReadCube(deps.upstreams, seat.cubeId),
