@@ -227,12 +227,16 @@ class Hub<M> {
     return member;
   }
 
-  /** A joiner of a running hub: admitted once its own check passes (it starts at the hub's position then). */
+  /**
+   * A joiner of a running hub: admitted once its own check passes — at once when a member of its
+   * credential is here already (checked, and checked again with it) — starting at the hub's position.
+   */
   join(spec: SharedMember<M>, signal: AbortSignal): Member<M> {
     const member = new Member<M>(this.kind, spec, (m) => this.#leave(m));
+    const vouched = [...this.members].some((m) => m.spec.credential === spec.credential && !m.ended);
     void (async () => {
       let backoff = 100;
-      for (;;) {
+      while (!vouched) {
         if (signal.aborted || this.closed) return member.end();
         try {
           await spec.check(false);
