@@ -210,6 +210,7 @@ class Hub<M> {
   #reader: Member<M> | undefined;
   #reading: AbortController | undefined;
   #recheck: NodeJS.Timeout | undefined;
+  readonly #admitting = new Map<string, Promise<void>>();
 
   constructor(
     private readonly kind: SharedKind<M>,
@@ -229,7 +230,8 @@ class Hub<M> {
 
   /**
    * A joiner of a running hub: admitted once its own check passes — at once when a member of its
-   * credential is here already (checked, and checked again with it) — starting at the hub's position.
+   * credential is here already (checked, and checked again with it); joiners of one credential
+   * arriving together share one check — starting at the hub's position.
    */
   join(spec: SharedMember<M>, signal: AbortSignal): Member<M> {
     const member = new Member<M>(this.kind, spec, (m) => this.#leave(m));
@@ -239,7 +241,7 @@ class Hub<M> {
       while (!vouched) {
         if (signal.aborted || this.closed) return member.end();
         try {
-          await spec.check(false);
+          await this.#admission(spec);
           break;
         } catch (error) {
           if (!isGoingAway(error)) return member.fail(error);
@@ -254,6 +256,18 @@ class Hub<M> {
       this.#enter(member, signal);
     })();
     return member;
+  }
+
+  /** A joiner's check; joiners of one credential arriving together share one. */
+  #admission(spec: SharedMember<M>): Promise<void> {
+    let pending = this.#admitting.get(spec.credential);
+    if (!pending) {
+      pending = spec.check(false);
+      this.#admitting.set(spec.credential, pending);
+      const forget = () => this.#admitting.delete(spec.credential);
+      pending.then(forget, forget);
+    }
+    return pending;
   }
 
   #enter(member: Member<M>, signal: AbortSignal): void {

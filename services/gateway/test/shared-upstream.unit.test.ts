@@ -297,6 +297,16 @@ describe("SharedUpstreams", () => {
     expect(log.checks.filter((x) => x.endsWith("!"))).toEqual(["c!"]);
   });
 
+  test("joiners of one credential arriving together share one check", async () => {
+    const shared = new SharedUpstreams();
+    const up = fakeUpstream();
+    const log = { opened: [] as string[], checks: [] as string[] };
+    reader(shared.join("k", kind, memberOf(up, "a", log), new AbortController().signal));
+    for (let i = 0; i < 5; i++) reader(shared.join("k", kind, memberOf(up, "b", log), new AbortController().signal));
+    await eventually(() => shared.stats().members === 6, "all admitted");
+    expect(log.checks).toEqual(["b"]);
+  });
+
   test("a joiner is admitted after its own check; a refused joiner fails alone", async () => {
     const shared = new SharedUpstreams();
     const up = fakeUpstream();
