@@ -24,3 +24,17 @@ export class ManualClock implements Clock {
     this.#ms = typeof at === "number" ? at : at.getTime();
   }
 }
+
+/** Waits `ms` milliseconds, or until `signal` aborts, whichever is first; never rejects (retry loops' backoff). */
+export function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

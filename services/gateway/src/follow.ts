@@ -1,4 +1,5 @@
 import { status } from "@grpc/grpc-js";
+import { sleep } from "@unimatrix/service-kit";
 import { toStatus } from "@unimatrix/service-kit/grpc";
 
 /** What one upstream event means for resuming. */
@@ -44,18 +45,6 @@ export function isGoingAway(error: unknown): boolean {
   if (code === status.UNAVAILABLE || code === status.CANCELLED) return true;
   return code === status.INTERNAL && /RST_STREAM|Connection dropped|ECONNRESET/i.test(String((error as Error).message));
 }
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 
 /**
  * Follows an upstream server stream that outlives its replica: when the stream fails with a

@@ -1,5 +1,5 @@
 import { status } from "@grpc/grpc-js";
-import type { Principal } from "@unimatrix/service-kit";
+import { type Principal, sleep } from "@unimatrix/service-kit";
 import { toStatus } from "@unimatrix/service-kit/grpc";
 import { type Followed, type FollowOptions, follow, isGoingAway } from "./follow";
 
@@ -178,18 +178,6 @@ class Member<M> implements AsyncIterable<Followed<M>> {
   }
 }
 
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
-
 /**
  * One shared upstream: read as one member (the reader), its messages handed to every admitted
  * member. A member joining a running hub is admitted after its own access check; when the
@@ -211,6 +199,8 @@ class Hub<M> {
   #reading: AbortController | undefined;
   #recheck: NodeJS.Timeout | undefined;
   readonly #admitting = new Map<string, Promise<void>>();
+  /** Admitted members per credential (a joiner of one that is here is vouched for). */
+  readonly #perCredential = new Map<string, number>();
 
   constructor(
     private readonly kind: SharedKind<M>,
@@ -235,7 +225,7 @@ class Hub<M> {
    */
   join(spec: SharedMember<M>, signal: AbortSignal): Member<M> {
     const member = new Member<M>(this.kind, spec, (m) => this.#leave(m));
-    const vouched = [...this.members].some((m) => m.spec.credential === spec.credential && !m.ended);
+    const vouched = (this.#perCredential.get(spec.credential) ?? 0) > 0;
     void (async () => {
       let backoff = 100;
       while (!vouched) {
@@ -272,6 +262,8 @@ class Hub<M> {
 
   #enter(member: Member<M>, signal: AbortSignal): void {
     this.members.add(member);
+    const { credential } = member.spec;
+    this.#perCredential.set(credential, (this.#perCredential.get(credential) ?? 0) + 1);
     // A consumer that goes away leaves at once, whether or not it is reading.
     const leave = () => {
       member.end();
@@ -283,6 +275,10 @@ class Hub<M> {
 
   #leave(member: Member<M>): void {
     if (!this.members.delete(member)) return;
+    const { credential } = member.spec;
+    const left = (this.#perCredential.get(credential) ?? 1) - 1;
+    if (left > 0) this.#perCredential.set(credential, left);
+    else this.#perCredential.delete(credential);
     if (this.members.size === 0) this.#close();
     // The upstream always reads as a member that is here: re-open it as another one.
     else if (member === this.#reader) this.#reading?.abort();

@@ -43,24 +43,14 @@ function notification(level: LoggingLevel, data: unknown) {
   return { jsonrpc: "2.0", method: "notifications/message", params: { level, logger: "unimatrix.activity", data } };
 }
 
-/** How an activity stream event moves the resume position (shared with `log_wait`). */
-export const activityStep = ({ event }: SubscribeActivityResponse): Step => {
-  switch (event.case) {
-    case "entry":
-    case "notification":
-      return { cursor: event.value.cursor };
-    case "ready":
-    case "heartbeat":
-      return { start: event.value.cursor };
-    case "accessRevoked":
-      return { final: true };
-    case "goingAway":
-    case "closed":
-      // Going away, shutting down or cut as slow: resume from the cursor (the agent never sees it).
-      return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
-    default:
-      return {};
-  }
+/**
+ * How an activity stream event moves the resume position (shared with `log_wait`): as for SSE,
+ * except that every close resumes from its cursor — shutting down or cut as slow, the agent never sees it.
+ */
+export const activityStep = (message: SubscribeActivityResponse): Step => {
+  const { event } = message;
+  if (event.case !== "closed") return activityShare.step(message);
+  return { goingAway: true, ...(event.value.cursor ? { cursor: event.value.cursor } : {}) };
 };
 
 /**
@@ -200,13 +190,13 @@ export async function servePush(
                 : { event: "notification", notification: toJson(NotificationSchema, event.value) };
             send("info", data, event.value.cursor);
             lastEventId = event.value.cursor;
-          } else if (event.case === "heartbeat") {
-            write(": heartbeat\n\n");
-            lastEventId ??= event.value.cursor;
-          } else if (event.case === "ready" || event.case === "closed") {
-            // Where to go on from if this stream ends (a shared one closes a member too slow for it at its cursor).
-            if (event.value.cursor)
-              lastEventId = event.case === "closed" ? event.value.cursor : (lastEventId ?? event.value.cursor);
+          } else if (event.case === "heartbeat" || event.case === "ready") {
+            if (event.case === "heartbeat") write(": heartbeat\n\n");
+            // Where to go on from if this stream ends before an entry (a start position).
+            lastEventId ??= event.value.cursor || undefined;
+          } else if (event.case === "closed") {
+            // A shared upstream closes a member too slow for it at its cursor: go on from there.
+            if (event.value.cursor) lastEventId = event.value.cursor;
           } else if (event.case === "accessRevoked") {
             // Say why pushing stops (rotation, eviction, revocation) instead of going quiet.
             const { reason } = event.value;

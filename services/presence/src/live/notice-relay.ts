@@ -1,5 +1,6 @@
 import * as grpc from "@grpc/grpc-js";
 import { type Notice, NoticeService } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
+import { sleep } from "@unimatrix/service-kit";
 import { attachPrincipal } from "@unimatrix/service-kit/auth";
 import { createClient, isServiceError, type TypedClient } from "@unimatrix/service-kit/grpc";
 import type { Logger } from "pino";
@@ -158,16 +159,4 @@ export class NoticeRelay {
     this.#abort.abort();
     await this.#done.catch(() => {});
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
