@@ -123,6 +123,25 @@ export class Scenario {
       this.activity.push(record);
       this.sse.push({ ...source, record });
     }
+    // Two readers of different credentials per gateway open from the head (no Last-Event-ID): they
+    // see the same, so each gateway serves them from ONE shared upstream, which must follow cube
+    // replicas' deaths and a cut bus for both (their EventSource resumes on its own after a gateway dies).
+    for (const [i, [gateway, job]] of (
+      [
+        [0, "sseReader"],
+        [0, "grpcReader"],
+        [1, "sseReader"],
+        [1, "grpcReader"],
+      ] as const
+    ).entries()) {
+      const name = `sse activity from the head #${i + 1} (${fleet.gateways[gateway]!.name}, shared)`;
+      const record = new StreamRecord(name, "sse", "activity", "");
+      const router = this.#router(`sse head #${i + 1}`, gateway);
+      const path = `/v1/cubes/${world.cubeId}/events`;
+      const source = followSse(record, router, path, this.#token(job), fleet.ledger, this.gatewayName);
+      this.activity.push(record);
+      this.sse.push({ ...source, record });
+    }
     // One follower stays on cube-2 while it answers (pick_first): the one a drain of cube-2 must move.
     const cube2First = activityClient(Fleet.target([fleet.cube[1]!, fleet.cube[0]!]), true);
     this.#extra.push(cube2First);
