@@ -12,6 +12,7 @@ import {
   UnauthenticatedError,
   UnavailableError,
 } from "@unimatrix/service-kit";
+import { credentialTags } from "@unimatrix/service-kit/auth";
 import type { Upstreams } from "./upstreams";
 
 /** Options of the edge authenticator. */
@@ -36,13 +37,18 @@ export interface EdgeCaller {
 
 /**
  * Turns `Authorization: Bearer umx_…` into a principal through the service that owns the token
- * kind, caching the answer for at most `cacheMs` so a revoked token stops working within it.
+ * kind, caching the answer for at most `cacheMs`. Credential news on the bus (`invalidate`) drops
+ * the answers it names at once, on every replica; `cacheMs` bounds a missed one (the bus down).
  */
 export class EdgeAuthenticator {
   /** Resolved tokens, and refused ones (principal null), each until the cache period ends. */
-  readonly #cache = new Map<string, { principal: Principal | null; until: number }>();
+  readonly #cache = new Map<string, { principal: Principal | null; until: number; tags: readonly string[] }>();
+  /** Cache keys by the credential-news tags of their principal. */
+  readonly #byTag = new Map<string, Set<string>>();
   readonly #pending = new Map<string, Promise<Principal>>();
   readonly #options: EdgeAuthOptions;
+  /** Bumped by every invalidation: a lookup that raced one is answered but not kept. */
+  #epoch = 0;
 
   constructor(options: EdgeAuthOptions) {
     this.#options = { ...options, cacheMs: Math.min(options.cacheMs, 5_000) };
@@ -64,12 +70,14 @@ export class EdgeAuthenticator {
       if (cached.principal === null) throw new UnauthenticatedError("invalid credential");
       return { principal: cached.principal, credentialKey };
     }
+    if (cached) this.#forget(credentialKey);
     let pending = this.#pending.get(credentialKey);
     if (!pending) {
       const charged = onMiss?.();
+      const epoch = this.#epoch;
       pending = (charged ? charged.then(() => this.#resolve(token)) : this.#resolve(token)).then(
         (principal) => {
-          this.#remember(credentialKey, principal, this.#options.clock.now().getTime());
+          if (epoch === this.#epoch) this.#remember(credentialKey, principal, this.#options.clock.now().getTime());
           return principal;
         },
         (error: unknown) => {
@@ -79,8 +87,13 @@ export class EdgeAuthenticator {
           throw error;
         },
       );
-      pending.catch(() => {}).finally(() => this.#pending.delete(credentialKey));
-      this.#pending.set(credentialKey, pending);
+      const mine = pending;
+      mine
+        .catch(() => {})
+        .finally(() => {
+          if (this.#pending.get(credentialKey) === mine) this.#pending.delete(credentialKey);
+        });
+      this.#pending.set(credentialKey, mine);
     }
     return { principal: await pending, credentialKey };
   }
@@ -94,13 +107,27 @@ export class EdgeAuthenticator {
   /** The caller as its owner service answers now (the cached answer is dropped first): after access news. */
   refresh(authorization: string | null | undefined): Promise<EdgeCaller> {
     const key = this.credentialKeyOf(authorization);
-    if (key !== undefined && !this.#pending.has(key)) this.#cache.delete(key);
+    if (key !== undefined && !this.#pending.has(key)) this.#forget(key);
     return this.authenticate(authorization);
   }
 
-  /** Forgets every cached answer (tests, and after an operator-initiated revocation). */
+  /** Forgets every cached answer (a bus reconnect: credential news may have been missed). */
   clear(): void {
+    this.#epoch += 1;
     this.#cache.clear();
+    this.#byTag.clear();
+    this.#pending.clear();
+  }
+
+  /** Forgets the answers for credentials credential news names (`credentialTags`); lookups in flight are not kept. */
+  invalidate(tags: readonly string[]): void {
+    this.#epoch += 1;
+    for (const tag of tags) {
+      for (const key of [...(this.#byTag.get(tag) ?? [])]) {
+        this.#forget(key);
+        this.#pending.delete(key);
+      }
+    }
   }
 
   async #resolve(token: string): Promise<Principal> {
@@ -145,9 +172,26 @@ export class EdgeAuthenticator {
     const max = this.#options.maxEntries ?? 10_000;
     if (this.#cache.size >= max) {
       const oldest = this.#cache.keys().next().value;
-      if (oldest !== undefined) this.#cache.delete(oldest);
+      if (oldest !== undefined) this.#forget(oldest);
     }
+    this.#forget(key);
+    const tags = principal ? credentialTags(principal) : [];
+    this.#cache.set(key, { principal, until: now + this.#options.cacheMs, tags });
+    for (const tag of tags) {
+      const keys = this.#byTag.get(tag) ?? new Set<string>();
+      keys.add(key);
+      this.#byTag.set(tag, keys);
+    }
+  }
+
+  #forget(key: string): void {
+    const entry = this.#cache.get(key);
+    if (!entry) return;
     this.#cache.delete(key);
-    this.#cache.set(key, { principal, until: now + this.#options.cacheMs });
+    for (const tag of entry.tags) {
+      const keys = this.#byTag.get(tag);
+      keys?.delete(key);
+      if (keys?.size === 0) this.#byTag.delete(tag);
+    }
   }
 }

@@ -1,4 +1,4 @@
-import type { DescMethod } from "@bufbuild/protobuf";
+import { create, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { Metadata } from "@grpc/grpc-js";
@@ -13,6 +13,7 @@ import {
 } from "@unimatrix/service-kit";
 import { toStatus } from "@unimatrix/service-kit/grpc";
 import type { EdgeAuthenticator, EdgeCaller } from "./auth";
+import type { CredentialDoors } from "./doors";
 import type { RateLimiter } from "./rate-limit";
 import { currentRequest, recordOutcome } from "./request-context";
 import { INTERNAL_METHODS, PUBLIC_SERVICES, type Upstreams } from "./upstreams";
@@ -27,6 +28,24 @@ export interface ForwardDeps {
   readonly defaultTimeoutMs: number;
   /** Counts open server streams (for metrics). */
   readonly onStream?: (delta: 1 | -1) => void;
+  /** Ends a server stream when its credential stops authenticating. */
+  readonly doors?: CredentialDoors;
+}
+
+/**
+ * The final message a server stream of `output` ends with when its credential is revoked: its
+ * `access_revoked` event (a oneof member every watch contract has), or undefined when it has none.
+ */
+export function accessRevokedMessage(output: DescMessage, reason: string): unknown {
+  const field = output.fields.find((f) => f.name === "access_revoked");
+  if (!field?.oneof || field.message === undefined) return undefined;
+  const hasReason = field.message.fields.some((f) => f.name === "reason");
+  return create(output, {
+    [field.oneof.localName]: {
+      case: field.localName,
+      value: create(field.message, hasReason ? { reason } : {}),
+    },
+  } as never);
 }
 
 /** Any error on the way as a Connect error with the same code (the codes are gRPC's). */
@@ -120,14 +139,33 @@ function forwarder(deps: ForwardDeps, method: DescMethod, call: (...args: unknow
         const caller = await callerOf(deps, ctx).catch((error: unknown) => {
           throw toConnectError(error);
         });
-        const options = { ...upstreamOptions(deps, caller, ctx), deadline: ctx.timeoutMs() };
+        // The credential's door: when it stops authenticating, the upstream call is cancelled and
+        // the stream ends with the contract's `access_revoked` (or UNAUTHENTICATED without one).
+        const revoked = new AbortController();
+        const shut = deps.doors?.open(ctx.requestHeader.get("authorization") ?? undefined, caller.principal, () =>
+          revoked.abort(),
+        );
+        const options = {
+          ...upstreamOptions(deps, caller, ctx),
+          deadline: ctx.timeoutMs(),
+          signal: AbortSignal.any([ctx.signal, revoked.signal]),
+        };
         deps.onStream?.(1);
         try {
-          for await (const message of call(request, options) as AsyncIterable<unknown>) yield message;
+          for await (const message of call(request, options) as AsyncIterable<unknown>) {
+            if (revoked.signal.aborted) break;
+            yield message;
+          }
         } catch (error) {
-          if (!ctx.signal.aborted) throw toConnectError(error);
+          if (!ctx.signal.aborted && !revoked.signal.aborted) throw toConnectError(error);
         } finally {
+          shut?.();
           deps.onStream?.(-1);
+        }
+        if (revoked.signal.aborted && !ctx.signal.aborted) {
+          const final = accessRevokedMessage(method.output, "credential revoked");
+          if (final === undefined) throw toConnectError(new ConnectError("credential revoked", Code.Unauthenticated));
+          yield final;
         }
       } as unknown as Forwarder;
     default:

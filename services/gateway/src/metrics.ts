@@ -63,4 +63,17 @@ export class GatewayMetrics {
     labelNames: ["kind"] as const,
     registers: [this.registry],
   });
+  /** Set by the server: reads the credential doors at scrape time. */
+  doorStats: (() => { closed: number; checks: number }) | undefined;
+  readonly revokedStreams = new Gauge({
+    name: "unimatrix_gateway_streams_revoked",
+    help: "Open streams this replica closed because their credential stopped authenticating (kind=closed, a running total) and the credential re-checks it ran (kind=checks).",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+    collect: () => {
+      const stats = this.doorStats?.();
+      this.revokedStreams.set({ kind: "closed" }, stats?.closed ?? 0);
+      this.revokedStreams.set({ kind: "checks" }, stats?.checks ?? 0);
+    },
+  });
 }

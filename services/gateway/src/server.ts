@@ -21,11 +21,14 @@ import {
   TRACEPARENT_HEADER,
   type TypedClient,
 } from "@unimatrix/service-kit";
+import { listenCredentialNews } from "@unimatrix/service-kit/auth";
+import { openBus } from "@unimatrix/service-kit/bus";
 import { EdgeAuthenticator } from "./auth";
 import { clientAddress } from "./client-address";
 import type { gatewayEnv } from "./config";
 import { applyCors } from "./cors";
 import { guardDecoding } from "./decode-guard";
+import { CredentialDoors } from "./doors";
 import { LeaseTable } from "./fleet/leases";
 import { SharedStore } from "./fleet/shared";
 import { StreamCaps } from "./fleet/streams";
@@ -46,7 +49,7 @@ export interface GatewayOptions {
   readonly gateway: ConfigOf<typeof gatewayEnv>;
   /** The key that signs principals for the services (the same `UMX_INTERNAL_KEY` they verify with). */
   readonly internalKey: string;
-  /** The bus whose health `/readyz` reports. */
+  /** The bus credential news arrives on and whose health `/readyz` reports; none: one is opened from the config. */
   readonly bus?: Bus;
   readonly logger?: Logger;
   readonly clock?: Clock;
@@ -91,6 +94,12 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     cacheMs: gateway.authCacheMs,
     clock,
   });
+  // Credential news (rotation, revocation, eviction) drops cached answers and re-checks open streams at once.
+  const bus =
+    options.bus ?? (await openBus({ url: options.config.redisUrl, prefix: options.config.busPrefix, logger }));
+  const doors = new CredentialDoors(auth, Math.max(gateway.authCacheMs, 1_000));
+  metrics.doorStats = () => doors.stats();
+  const stopNews = await listenCredentialNews(bus, (tags) => void doors.news(tags));
   await store.settled();
   const limiter = new RateLimiter(gateway.rateLimitPerSecond, gateway.rateLimitBurst, store, () =>
     metrics.rateLimitFallbacks.inc(),
@@ -113,6 +122,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         limiter,
         internalKey: options.internalKey,
         defaultTimeoutMs: gateway.requestTimeoutMs,
+        doors,
         onStream: (delta) => metrics.openStreams.inc({ kind: "connect" }, delta),
       }),
       gateway.maxBodyBytes,
@@ -140,6 +150,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     onStream: (delta) => metrics.openStreams.inc({ kind: "sse" }, delta),
     onResume: () => metrics.upstreamResumes.inc({ kind: "sse" }),
     shared: sharedUpstreams,
+    doors,
   };
 
   const mcp = mcpHandler({
@@ -157,6 +168,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     onResume: () => metrics.upstreamResumes.inc({ kind: "mcp" }),
     onSessionEvent: (event) => metrics.mcpSessions.inc({ event }),
     shared: sharedUpstreams,
+    doors,
     onToolCall: (tool, outcome) => metrics.mcpToolCalls.inc({ tool, outcome }),
   });
 
@@ -173,8 +185,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         return { name, ok: false, detail: (error as Error).message };
       }
     });
-    const bus: Check = { name: "bus", ok: options.bus?.healthy() ?? true };
-    return [...(await Promise.all(checks)), bus];
+    return [...(await Promise.all(checks)), { name: "bus", ok: bus.healthy() }];
   };
 
   const route = async (request: IncomingMessage, response: ServerResponse, path: string) => {
@@ -285,7 +296,10 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         void mcp.close();
         server.closeIdleConnections();
         setTimeout(() => server.closeAllConnections(), options.config.shutdownGraceMs).unref();
-      }).then(() => {
+      }).then(async () => {
+        doors.stop();
+        await stopNews().catch(() => {});
+        if (!options.bus) await bus.close();
         upstreams.close();
         void store.close();
         for (const client of Object.values(health)) client.close();

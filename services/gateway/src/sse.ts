@@ -15,6 +15,7 @@ import { toStatus } from "@unimatrix/service-kit/grpc";
 import { activityShare, activityWhat, edgeMember, mayReadCube, openActivity } from "./activity-share";
 import type { EdgeAuthenticator } from "./auth";
 import { clientAddress, type TrustedProxies } from "./client-address";
+import type { CredentialDoors } from "./doors";
 import type { StreamCaps, StreamSlot } from "./fleet/streams";
 import { follow, type Step } from "./follow";
 import { chargeAddress, upstreamMetadata } from "./forward";
@@ -48,6 +49,8 @@ export interface SseDeps {
   readonly onResume?: () => void;
   /** Shared upstream subscriptions (streams from the head as the same credential share one); none: each stream opens its own. */
   readonly shared?: SharedUpstreams;
+  /** Closes a stream with `access_revoked` when its credential stops authenticating (rotation, revocation). */
+  readonly doors?: CredentialDoors;
 }
 
 /** The text of frames shared by many streams, built once (frames are never modified after they are made). */
@@ -136,6 +139,7 @@ async function serveStream<M>(
     response.write("retry: 2000\n\n");
   };
   let slot: StreamSlot | undefined;
+  let shut: (() => void) | undefined;
   try {
     // A token service briefly down at connect is not the browser's problem: the stream opens
     // (200) and the token is checked again before anything is read upstream.
@@ -157,6 +161,15 @@ async function serveStream<M>(
         `this credential already holds ${deps.maxStreams} open streams across the gateways; close one first`,
       );
     }
+    // The credential's door: when it stops authenticating the stream ends with `access_revoked`
+    // (whatever the upstream is doing), also a stream whose upstream cannot tell (machine watches).
+    shut = deps.doors?.open(request.headers.authorization, caller?.principal, () => {
+      if (controller.signal.aborted) return;
+      start();
+      writeFrame(response, { event: "access_revoked", data: { reason: "credential revoked" } });
+      controller.abort();
+      response.end();
+    });
     const requestId = request.headers[REQUEST_ID_HEADER];
     const requestIdOf = typeof requestId === "string" ? requestId : null;
     let first = true;
@@ -203,6 +216,7 @@ async function serveStream<M>(
     try {
       let readySent = false;
       for await (const { message } of followed) {
+        if (controller.signal.aborted) break; // closed meanwhile (its credential was revoked)
         start();
         let flushed = true;
         for (const frame of toFrames(message, readySent)) {
@@ -221,10 +235,11 @@ async function serveStream<M>(
     } finally {
       deps.onStream?.(-1);
     }
+    if (response.writableEnded) return;
     if (!started) response.writeHead(204);
     response.end();
   } catch (error) {
-    if (controller.signal.aborted && request.destroyed) return;
+    if (controller.signal.aborted && (request.destroyed || response.writableEnded)) return;
     const { code, message } = toStatus(error);
     if (!started) {
       // Connect's own code names and HTTP statuses (the gRPC codes are Connect's codes).
@@ -236,6 +251,7 @@ async function serveStream<M>(
       response.end();
     }
   } finally {
+    shut?.();
     controller.abort();
     await slot?.release();
   }

@@ -1,5 +1,6 @@
 /** `@unimatrix/service-kit/auth`: principals, signed principal metadata, tokens, resolvers, the credential key. */
 export * from "./credential";
+export * from "./credential-news";
 export * from "./principal";
 export * from "./principal-message";
 export * from "./resolver";

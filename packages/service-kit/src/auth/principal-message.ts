@@ -31,7 +31,12 @@ export function principalFromMessage(message: PrincipalMessage | undefined): Pri
         | "client"
         | "machine"
         | "device";
-      return { kind, subjectId: message.subjectId, tenantId: message.tenantId };
+      return {
+        kind,
+        subjectId: message.subjectId,
+        tenantId: message.tenantId,
+        ...(message.credentialId ? { credentialId: message.credentialId } : {}),
+      };
     }
     case PrincipalKind.DRONE_SESSION:
       if (!message.tenantId || !message.subjectId || !message.cubeId || !message.droneId) return null;
@@ -42,6 +47,7 @@ export function principalFromMessage(message: PrincipalMessage | undefined): Pri
         clientId: message.clientId,
         cubeId: message.cubeId,
         droneId: message.droneId,
+        ...(message.credentialId ? { credentialId: message.credentialId } : {}),
       };
     default:
       return null;

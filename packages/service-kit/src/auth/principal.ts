@@ -3,8 +3,19 @@ import type { Metadata } from "@grpc/grpc-js";
 
 /** Who is calling. Resolved once at the edge (or by the owning service) and trusted after. */
 export type Principal =
-  | { readonly kind: "operator"; readonly subjectId: "operator"; readonly tenantId: null }
-  | { readonly kind: "user" | "client" | "machine" | "device"; readonly subjectId: string; readonly tenantId: string }
+  | {
+      readonly kind: "operator";
+      readonly subjectId: "operator";
+      readonly tenantId: null;
+      readonly credentialId?: undefined;
+    }
+  | {
+      readonly kind: "user" | "client" | "machine" | "device";
+      readonly subjectId: string;
+      readonly tenantId: string;
+      /** The credential (token record) the principal was resolved from, when known: a rotation makes it stale. */
+      readonly credentialId?: string;
+    }
   | {
       readonly kind: "drone-session";
       /** The drone session id. */
@@ -13,6 +24,8 @@ export type Principal =
       readonly clientId: string;
       readonly cubeId: string;
       readonly droneId: string;
+      /** The credential the principal was resolved from, when known (a drone session's is the session). */
+      readonly credentialId?: string;
     };
 
 /** The kinds of principal. */

@@ -2,7 +2,7 @@ import type {
   SubscribeActivityRequest,
   SubscribeActivityResponse,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { requireUuid } from "@unimatrix/service-kit";
+import { requireUuid, UnauthenticatedError } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
 import { type StreamCounter, StreamLimiter } from "@unimatrix/service-kit/bus";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
@@ -12,7 +12,7 @@ import { READ } from "../rules/access";
 import { viewerOf } from "../rules/visibility";
 import { requireAccess } from "../store/access";
 import { loadItems, positionOf, scanVisible } from "../store/activity";
-import { streamCredential } from "../store/identity";
+import { revokedReason, streamCredential } from "../store/identity";
 import { renewHolderClaims } from "../store/leases";
 import type { DeliveryRecorder } from "./deliveries";
 import type { ActivityFeed } from "./feed";
@@ -40,7 +40,13 @@ export function subscribeActivity(
     // Opening a stream is a drone's activity (MCP log_wait opens one per wait): it renews its claims.
     if (principal.kind === "drone-session")
       await renewHolderClaims(deps.fast, principal.droneId, deps.clock.now(), deps.config.claimLeaseSeconds);
-    const credentialId = await streamCredential(deps, principal);
+    // A principal resolved from a credential since rotated or revoked (an edge that has not heard
+    // the news yet, or heard it while the bus was down) opens nothing: the reconnect is refused.
+    const credentialId = principal.credentialId ?? (await streamCredential(deps, principal));
+    if (principal.credentialId !== undefined) {
+      const reason = await revokedReason(deps, principal, credentialId);
+      if (reason) throw new UnauthenticatedError(reason);
+    }
     const release = await limiter.acquire(credentialKey(principal));
     const sink = new StreamSink(deps, principal, cubeId, start, viewerOf(s), credentialId, request.accessChanges);
     const onAbort = () => sink.signal();

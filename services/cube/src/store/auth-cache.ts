@@ -1,13 +1,16 @@
 import type { Clock } from "@unimatrix/service-kit";
-import type { Principal } from "@unimatrix/service-kit/auth";
+import { CREDENTIAL_CHANNEL, type Principal } from "@unimatrix/service-kit/auth";
 import { type Bus, InvalidatedCache, publishInvalidation } from "@unimatrix/service-kit/bus";
 import type { Logger } from "pino";
 import type { AccessLevel } from "../rules/access";
 import type { DroneActor } from "./access";
 import type { ResolvedToken } from "./rows";
 
-/** The bus channel every cube replica's auth caches listen on (payload: space-separated tags). */
-export const AUTH_CHANNEL = "cube-auth";
+/**
+ * The bus channel every cube replica's auth caches listen on (payload: space-separated tags): the
+ * fleet's credential-news channel, so the gateway's caches and open streams hear the same news.
+ */
+export const AUTH_CHANNEL = CREDENTIAL_CHANNEL;
 /** Most age of a cached token or access while the bus is healthy (a lost invalidation heals by then). */
 export const AUTH_CACHE_MAX_AGE_MS = 60_000;
 /**

@@ -1,4 +1,5 @@
 /** Bus notes of device transitions (placement, connection, enrollment) and their publisher. */
+import { CREDENTIAL_CHANNEL, credentialTag } from "@unimatrix/service-kit/auth";
 import { type Bus, publishAfterCommit } from "@unimatrix/service-kit/bus";
 import type { Logger } from "pino";
 
@@ -61,6 +62,10 @@ export class NotePublisher {
   async publish(notes: readonly DeviceNote[]): Promise<void> {
     for (const note of notes) {
       await publishAfterCommit(this.bus, deviceChannel(note.tenantId), encodeNote(note), this.logger);
+      // A revoked device's credential: credential news for every gateway's cache and open streams.
+      if (note.type === "device_revoked") {
+        await publishAfterCommit(this.bus, CREDENTIAL_CHANNEL, credentialTag.device(note.deviceId), this.logger);
+      }
     }
   }
 }

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { isInitializeRequest, SetLevelRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { DomainError, isServiceError } from "@unimatrix/service-kit";
+import { DomainError, isServiceError, type Principal } from "@unimatrix/service-kit";
 import { clientAddress, type TrustedProxies } from "../client-address";
 import { chargeAddress } from "../forward";
 import type { RateLimiter } from "../rate-limit";
@@ -39,6 +39,15 @@ async function readJson(request: IncomingMessage, limit: number): Promise<unknow
     chunks.push(chunk as Buffer);
   }
   return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+}
+
+/** True for a JSON-RPC tools/call request, or a batch of nothing else. */
+function onlyToolCalls(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return (
+    messages.length > 0 &&
+    messages.every((m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call")
+  );
 }
 
 /**
@@ -92,8 +101,11 @@ export function mcpHandler(deps: McpDeps) {
     }
     const sessionId = request.headers["mcp-session-id"];
     let credentialKey: string;
+    let principal: Principal | undefined;
+    /** The session's own credential, revoked since: only tool calls are answered (as tool errors saying so). */
+    let revokedSession = false;
     try {
-      ({ credentialKey } = await deps.auth.authenticate(request.headers.authorization, () =>
+      ({ credentialKey, principal } = await deps.auth.authenticate(request.headers.authorization, () =>
         chargeAddress(deps.limiter, clientAddress(request, deps.trusted)),
       ));
     } catch (error) {
@@ -106,8 +118,9 @@ export function mcpHandler(deps: McpDeps) {
         return jsonError(response, 401, -32001, (error as Error).message);
       }
       // The session's own credential, revoked since: its tool calls answer as tool errors saying
-      // so (every tool re-authenticates), never as a bare transport failure.
+      // so (every tool re-authenticates), never as a bare transport failure; nothing else is served.
       credentialKey = revoked;
+      revokedSession = true;
     }
     if (!(await deps.limiter.take(credentialKey))) {
       return jsonError(response, 429, -32002, "rate limit exceeded for this credential; slow down");
@@ -120,6 +133,15 @@ export function mcpHandler(deps: McpDeps) {
         return jsonError(response, error instanceof RangeError ? 413 : 400, -32700, (error as Error).message);
       }
     }
+    if (revokedSession && !onlyToolCalls(body)) {
+      response.setHeader("www-authenticate", 'Bearer realm="unimatrix", error="invalid_token"');
+      return jsonError(
+        response,
+        401,
+        -32001,
+        "this session's credential was revoked; only tool calls answer (saying so)",
+      );
+    }
     if (typeof sessionId === "string") {
       const record = await deps.sessions.get(sessionId);
       if (!record || record.credentialKey !== credentialKey) {
@@ -129,7 +151,7 @@ export function mcpHandler(deps: McpDeps) {
       if (request.method === "GET") {
         pushes.add(response);
         response.once("close", () => pushes.delete(response));
-        return servePush(deps, request, response, sessionId, record);
+        return servePush(deps, request, response, sessionId, record, principal);
       }
       if (request.method === "DELETE") {
         await deps.sessions.delete(sessionId, credentialKey);

@@ -4,8 +4,10 @@ import { status } from "@grpc/grpc-js";
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import type { SubscribeActivityResponse } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { EntrySchema, NotificationSchema } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import type { Principal } from "@unimatrix/service-kit/auth";
 import { toStatus } from "@unimatrix/service-kit/grpc";
 import { activityShare, activityWhat, edgeMember, mayReadCube, openActivity } from "../activity-share";
+import type { CredentialDoors } from "../doors";
 import { follow, type Step } from "../follow";
 import { upstreamMetadata } from "../forward";
 import { type SharedUpstreams, sharingKey, subjectsOf } from "../shared-upstream";
@@ -20,6 +22,8 @@ export interface PushDeps extends McpSessionDeps {
   readonly pollMs?: number;
   readonly onStream?: (delta: 1 | -1) => void;
   readonly onResume?: () => void;
+  /** Ends the push with a final notice when the session's or the seat's credential stops authenticating. */
+  readonly doors?: CredentialDoors;
 }
 
 const LEVELS: readonly LoggingLevel[] = [
@@ -68,6 +72,8 @@ export async function servePush(
   response: ServerResponse,
   id: string,
   record: SessionRecord,
+  /** The session's bearer as resolved for this request (its tags let credential news name it). */
+  bearer?: Principal,
 ): Promise<void> {
   const closed = new AbortController();
   request.once("close", () => closed.abort());
@@ -100,6 +106,14 @@ export async function servePush(
     closed.abort();
     response.end();
   };
+  // The bearer's door, and the seat's while one is followed: a revoked credential ends the push at once.
+  const revokedNotice = () => {
+    if (ended) return;
+    send("warning", { event: "access_revoked", message: "the credential or seat was revoked; attach again" });
+    end();
+  };
+  const shutBearer = deps.doors?.open(request.headers.authorization, bearer, revokedNotice);
+  let shutSeat: (() => void) | undefined;
   const pollMs = deps.pollMs ?? 500;
   let sinceComment = 0;
   const poll = setInterval(() => {
@@ -142,11 +156,12 @@ export async function servePush(
       let first = true;
       try {
         const authorization = `Bearer ${seat.token}`;
+        const { principal } = await deps.auth.authenticate(authorization);
+        shutSeat?.();
+        shutSeat = deps.doors?.open(authorization, principal, revokedNotice);
         // From the head, the push shares the drone's upstream with its other readers (they see the same).
-        const principal =
-          deps.shared && after === undefined ? (await deps.auth.authenticate(authorization)).principal : undefined;
         const shared =
-          deps.shared && principal
+          deps.shared && after === undefined
             ? deps.shared.join(
                 sharingKey(activityWhat(seat.cubeId), principal),
                 activityShare,
@@ -225,6 +240,8 @@ export async function servePush(
       }
     }
   } finally {
+    shutBearer?.();
+    shutSeat?.();
     clearInterval(poll);
     deps.onStream?.(-1);
     if (!ended) response.end();

@@ -1,7 +1,8 @@
 import { LinkCloseReason } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import type { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import { type Clock, type PageTokens, pageSize, requireUuid, UnauthenticatedError } from "@unimatrix/service-kit";
-import type { Bus } from "@unimatrix/service-kit/bus";
+import { CREDENTIAL_CHANNEL, credentialTag } from "@unimatrix/service-kit/auth";
+import { type Bus, publishAfterCommit } from "@unimatrix/service-kit/bus";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import type { Logger } from "pino";
 import { machineMessage, machinePrincipal } from "../convert";
@@ -78,6 +79,8 @@ export function machineHandlers(deps: MachineHandlerDeps): ServiceImpl<typeof Ma
           ...(revoked.event ? { seq: revoked.event.seq.toString() } : {}),
           revoked: id,
         });
+        // Credential news: every gateway's cache and open streams of this machine hear it at once.
+        await publishAfterCommit(deps.bus, CREDENTIAL_CHANNEL, credentialTag.machine(id), deps.logger);
       }
       return { machine: machineMessage(revoked.machine) };
     },

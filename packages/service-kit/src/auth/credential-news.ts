@@ -1,0 +1,62 @@
+import type { Bus } from "../bus/bus";
+import type { Principal } from "./principal";
+
+/**
+ * The fleet's one bus channel for credential news: a service that owns credentials names, after
+ * its commit, the ones it rotated, revoked, evicted or whose grants changed (payload: tags separated
+ * by spaces). Auth caches drop what the tags name; open streams of those credentials re-check.
+ */
+export const CREDENTIAL_CHANNEL = "auth";
+
+/** The tags credential news names a credential's owners by. */
+export const credentialTag = {
+  client: (id: string) => `client:${id}`,
+  drone: (id: string) => `drone:${id}`,
+  session: (id: string) => `session:${id}`,
+  user: (id: string) => `user:${id}`,
+  machine: (id: string) => `machine:${id}`,
+  device: (id: string) => `device:${id}`,
+};
+
+/** The tags of everything a principal's credential depends on (its client, drone, session, user, machine or device). */
+export function credentialTags(principal: Principal): string[] {
+  switch (principal.kind) {
+    case "client":
+      return [credentialTag.client(principal.subjectId)];
+    case "drone-session":
+      return [
+        credentialTag.client(principal.clientId),
+        credentialTag.drone(principal.droneId),
+        credentialTag.session(principal.subjectId),
+      ];
+    case "user":
+      return [credentialTag.user(principal.subjectId)];
+    case "machine":
+      return [credentialTag.machine(principal.subjectId)];
+    case "device":
+      return [credentialTag.device(principal.subjectId)];
+    default:
+      return [];
+  }
+}
+
+/** The tags of a credential-news message (empty for an empty message). */
+export function tagsOfNews(message: string): string[] {
+  return message.split(" ").filter((tag) => tag.length > 0);
+}
+
+/**
+ * Listens to credential news: `onNews(tags)` for each message, `onNews(undefined)` after a bus
+ * reconnect (news may have been missed: re-check everything). Resolves to the unsubscribe.
+ */
+export async function listenCredentialNews(
+  bus: Bus,
+  onNews: (tags: readonly string[] | undefined) => void,
+): Promise<() => Promise<void>> {
+  const subscription = await bus.subscribe(CREDENTIAL_CHANNEL, (message) => onNews(tagsOfNews(message)));
+  const offReconnect = bus.onReconnect(() => onNews(undefined));
+  return async () => {
+    offReconnect();
+    await subscription.unsubscribe();
+  };
+}
