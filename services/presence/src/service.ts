@@ -12,7 +12,12 @@ import {
   type StartServiceOptions,
   startService,
 } from "@unimatrix/service-kit";
-import { type Principal, principalFromMessage, principalResolver } from "@unimatrix/service-kit/auth";
+import {
+  CredentialNewsBoard,
+  type Principal,
+  principalFromMessage,
+  principalResolver,
+} from "@unimatrix/service-kit/auth";
 import { openStreamCounter, RedisStreamCounter, type StreamCounter } from "@unimatrix/service-kit/bus";
 import { type CallScope, createClient, isServiceError, route, type TypedClient } from "@unimatrix/service-kit/grpc";
 import { rawQuery } from "@unimatrix/service-kit/store";
@@ -128,6 +133,8 @@ export const presenceService = defineService<PresenceConfig>({
         return resolveForeign ? resolveForeign(raw, scope) : null;
       },
     });
+    // Credential news (a client rotated or revoked): token-holding watch streams re-check at once.
+    const news = await CredentialNewsBoard.open(bus);
     const machineService = machineHandlers({
       machines,
       registry,
@@ -143,6 +150,7 @@ export const presenceService = defineService<PresenceConfig>({
         heartbeatMs: settings.watchHeartbeatMs,
         maxLagBytes: settings.watchMaxLagBytes,
         resolveForeign,
+        news,
         now: () => clock.now(),
       },
     });
@@ -164,6 +172,7 @@ export const presenceService = defineService<PresenceConfig>({
     try {
       await reconciler.run();
     } catch (error) {
+      await news.close();
       await closeCounter(counter);
       await notices?.close();
       cube?.close();
@@ -184,6 +193,7 @@ export const presenceService = defineService<PresenceConfig>({
       ],
       extra: { ...extra },
       async close() {
+        await news.close();
         await feed.close();
         await closeCounter(counter);
         await notices?.close();

@@ -60,3 +60,38 @@ export async function listenCredentialNews(
     await subscription.unsubscribe();
   };
 }
+
+/**
+ * A replica's board of credential news for code that holds open streams: `watch(principal, fn)`
+ * calls `fn` when news names the principal's credential (or after a bus reconnect, when any may
+ * have changed). One bus subscription per board.
+ */
+export class CredentialNewsBoard {
+  readonly #watchers = new Set<{ readonly tags: ReadonlySet<string>; readonly fn: () => void }>();
+  #stop: (() => Promise<void>) | undefined;
+
+  /** Subscribes to the news on `bus`. */
+  static async open(bus: Bus): Promise<CredentialNewsBoard> {
+    const board = new CredentialNewsBoard();
+    board.#stop = await listenCredentialNews(bus, (tags) => board.#tell(tags));
+    return board;
+  }
+
+  /** Calls `fn` on news naming `principal`'s credential; returns the unwatch. */
+  watch(principal: Principal, fn: () => void): () => void {
+    const watcher = { tags: new Set(credentialTags(principal)), fn };
+    this.#watchers.add(watcher);
+    return () => this.#watchers.delete(watcher);
+  }
+
+  async close(): Promise<void> {
+    this.#watchers.clear();
+    await this.#stop?.();
+  }
+
+  #tell(tags: readonly string[] | undefined): void {
+    for (const watcher of this.#watchers) {
+      if (tags === undefined || tags.some((tag) => watcher.tags.has(tag))) watcher.fn();
+    }
+  }
+}

@@ -1,5 +1,5 @@
 import { ResourceExhaustedError, UnauthenticatedError } from "@unimatrix/service-kit";
-import { credentialKey, type Principal, parseToken } from "@unimatrix/service-kit/auth";
+import { type CredentialNewsBoard, credentialKey, type Principal, parseToken } from "@unimatrix/service-kit/auth";
 import { type Feed, FeedQueue, type StreamCounter, StreamLimiter } from "@unimatrix/service-kit/bus";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
 import {
@@ -29,6 +29,8 @@ export interface WatchDeps {
   readonly maxLagBytes: number;
   /** Re-resolves a foreign bearer token (user/client); null when it no longer authenticates. */
   readonly resolveForeign?: (raw: string) => Promise<Principal | null>;
+  /** Credential news: a stream opened with a token re-checks it when the news names its credential. */
+  readonly news?: CredentialNewsBoard;
   readonly now: () => Date;
 }
 
@@ -40,7 +42,7 @@ function credentialCheck(principal: TenantPrincipal, ctx: CallContext, deps: Wat
   const raw = rawBearer(ctx.metadata);
   const resolve = deps.resolveForeign;
   if (raw && resolve && parseToken(raw)) {
-    return { onDrain: false, check: async () => (await resolve(raw)) !== null };
+    return { onDrain: false, onNews: true, check: async () => (await resolve(raw)) !== null };
   }
   // A gateway-signed principal: the gateway owns that credential's stream and re-checks it.
   return { onDrain: false, check: async () => true };
@@ -75,6 +77,7 @@ export async function* watchStream(
 ): AsyncGenerator<WatchEvent> {
   const credential = credentialCheck(principal, ctx, deps);
   if (!(await credential.check())) throw new UnauthenticatedError("credential revoked");
+  let news = false;
   const release = await deps.limiter.acquire(credentialKey(principal));
   const tenantId = principal.tenantId;
   const queue = new WatchQueue(() => ctx.abort(new Error("watcher too far behind")));
@@ -84,10 +87,18 @@ export async function* watchStream(
     );
   let ticks = 0;
   let timer: NodeJS.Timeout | undefined;
+  let unwatch: (() => void) | undefined;
   try {
     // Attached first: from here on the feed queues every event after its cursor, and the
     // database reads below cover everything up to (at least) that cursor.
     await deps.feed.attach(tenantId, queue);
+    unwatch =
+      "onNews" in credential && deps.news
+        ? deps.news.watch(principal, () => {
+            news = true;
+            queue.poke();
+          })
+        : undefined;
     timer = setInterval(() => {
       ticks += 1;
       queue.poke();
@@ -134,7 +145,8 @@ export async function* watchStream(
       queue.notices(); // every well-formed doorbell is news: notices carry nothing to act on
       const tick = ticks > 0;
       ticks = 0;
-      let recheck = tick;
+      let recheck = tick || news;
+      news = false;
       for (const item of items) {
         if (item.kind !== "revocations" || item.revocations === revocations) continue;
         revocations = item.revocations;
@@ -153,6 +165,7 @@ export async function* watchStream(
       }
     }
   } finally {
+    unwatch?.();
     clearInterval(timer);
     deps.feed.detach(tenantId, queue);
     release();

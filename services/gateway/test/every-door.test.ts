@@ -1,0 +1,292 @@
+import { createClient as createConnectClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { Metadata, status } from "@grpc/grpc-js";
+import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
+import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
+import { startPresence } from "@unimatrix/presence";
+import { silentLogger } from "@unimatrix/service-kit";
+import { createClient } from "@unimatrix/service-kit/grpc";
+import { eventually, type TestSchema, testSchema } from "@unimatrix/service-kit/testing";
+import { addGateway, call, connectJson, type System, seedTenant, startSystem } from "./system";
+
+// Every door closes with its credential: each stream kind × each credential change, through both
+// gateways (their auth caches warm) and direct gRPC. The stream gets `access_revoked` within 1 s of
+// the change, and reopening it with the old credential is refused at once on every door.
+
+type Tenant = Awaited<ReturnType<typeof seedTenant>>;
+type Holder = "client" | "drone";
+
+/** An open stream: whether it is ready, whether it ended with access_revoked, and its closer. */
+interface Opened {
+  readonly ready: () => boolean;
+  readonly revoked: () => boolean;
+  readonly close: () => void;
+}
+
+/** Opens a stream with `token`; `refused` resolves to the refusal of a fresh open (its HTTP status or gRPC code name). */
+interface StreamKind {
+  readonly name: string;
+  /** Which credentials may open it. */
+  readonly holders: readonly Holder[];
+  open(token: string, cubeId: string): Opened;
+  refused(token: string, cubeId: string): Promise<string>;
+}
+
+/** What the streams read: SSE frames by event name. */
+function sseStream(url: string, token: string): Opened {
+  const controller = new AbortController();
+  const events: string[] = [];
+  void (async () => {
+    const response = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
+    if (!response.body) return;
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+      buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+      for (const match of buffer.matchAll(/^event: (\S+)$/gm)) events.push(match[1]!);
+      buffer = buffer.slice(buffer.lastIndexOf("\n\n") + 1);
+    }
+  })().catch(() => {});
+  return {
+    ready: () => events.some((e) => e === "ready" || e === "machine_ready"),
+    revoked: () => events.at(-1) === "access_revoked",
+    close: () => controller.abort(),
+  };
+}
+
+async function sseRefusal(url: string, token: string): Promise<string> {
+  const controller = new AbortController();
+  const response = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
+  controller.abort();
+  return String(response.status);
+}
+
+/** Reads an async iterable of watch/activity responses (Connect or grpc-js) into event cases. */
+function iterate(stream: AsyncIterable<{ event: { case: string | undefined } }>, abort: () => void): Opened {
+  const cases: (string | undefined)[] = [];
+  void (async () => {
+    for await (const message of stream) cases.push(message.event.case);
+  })().catch(() => {});
+  return {
+    ready: () => cases.some((c) => c === "ready" || c === "machineReady"),
+    revoked: () => cases.at(-1) === "accessRevoked",
+    close: abort,
+  };
+}
+
+/** The first answer of a stream opened afresh: the code of its refusal, or "open" when it was served. */
+async function firstAnswer(stream: AsyncIterable<unknown>): Promise<string> {
+  try {
+    for await (const _ of stream) return "open";
+    return "ended";
+  } catch (error) {
+    const code = (error as { code?: number | string }).code;
+    return typeof code === "number" ? (status[code] ?? String(code)) : String(code);
+  }
+}
+
+function kindsFor(system: System, gateways: Record<string, string>, presencePort: number): StreamKind[] {
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+  const kinds: StreamKind[] = [];
+  for (const [gw, url] of Object.entries(gateways)) {
+    const connect = () => createConnectTransport({ baseUrl: url, httpVersion: "1.1" });
+    kinds.push(
+      {
+        name: `SSE activity via ${gw}`,
+        holders: ["client", "drone"],
+        open: (token, cubeId) => sseStream(`${url}/v1/cubes/${cubeId}/events`, token),
+        refused: (token, cubeId) => sseRefusal(`${url}/v1/cubes/${cubeId}/events`, token),
+      },
+      {
+        name: `SSE machines via ${gw}`,
+        holders: ["client"],
+        open: (token) => sseStream(`${url}/v1/machines/events`, token),
+        refused: (token) => sseRefusal(`${url}/v1/machines/events`, token),
+      },
+      {
+        name: `Connect SubscribeActivity via ${gw}`,
+        holders: ["client", "drone"],
+        open: (token, cubeId) => {
+          const controller = new AbortController();
+          const client = createConnectClient(ActivityService, connect());
+          const stream = client.subscribeActivity({ cubeId }, { headers: bearer(token), signal: controller.signal });
+          return iterate(stream, () => controller.abort());
+        },
+        refused: (token, cubeId) =>
+          firstAnswer(
+            createConnectClient(ActivityService, connect()).subscribeActivity({ cubeId }, { headers: bearer(token) }),
+          ),
+      },
+      {
+        name: `Connect WatchMachines via ${gw}`,
+        holders: ["client"],
+        open: (token) => {
+          const controller = new AbortController();
+          const client = createConnectClient(MachineService, connect());
+          const stream = client.watchMachines({}, { headers: bearer(token), signal: controller.signal });
+          return iterate(stream, () => controller.abort());
+        },
+        refused: (token) =>
+          firstAnswer(createConnectClient(MachineService, connect()).watchMachines({}, { headers: bearer(token) })),
+      },
+    );
+  }
+  const grpcMetadata = (token: string) => {
+    const metadata = new Metadata();
+    metadata.set("authorization", `Bearer ${token}`);
+    return metadata;
+  };
+  const activity = createClient(ActivityService, `127.0.0.1:${system.cube.port}`);
+  const machines = createClient(MachineService, `127.0.0.1:${presencePort}`);
+  kinds.push(
+    {
+      name: "gRPC SubscribeActivity (direct)",
+      holders: ["client", "drone"],
+      open: (token, cubeId) => {
+        const controller = new AbortController();
+        const stream = activity.subscribeActivity(
+          { cubeId },
+          { metadata: grpcMetadata(token), signal: controller.signal },
+        );
+        return iterate(stream, () => controller.abort());
+      },
+      refused: (token, cubeId) =>
+        firstAnswer(activity.subscribeActivity({ cubeId }, { metadata: grpcMetadata(token) })),
+    },
+    {
+      name: "gRPC WatchMachines (direct)",
+      holders: ["client"],
+      open: (token) => {
+        const controller = new AbortController();
+        const stream = machines.watchMachines({}, { metadata: grpcMetadata(token), signal: controller.signal });
+        return iterate(stream, () => controller.abort());
+      },
+      refused: (token) => firstAnswer(machines.watchMachines({}, { metadata: grpcMetadata(token) })),
+    },
+  );
+  return kinds;
+}
+
+/** A credential change: what it ends, done by the tenant's admin. */
+interface Change {
+  readonly name: string;
+  readonly holders: readonly Holder[];
+  apply(system: System, tenant: Tenant, subject: { clientId: string; droneId?: string }): Promise<unknown>;
+}
+
+const CHANGES: readonly Change[] = [
+  {
+    name: "RotateClientCredential",
+    holders: ["client", "drone"],
+    apply: (system, tenant, { clientId }) =>
+      call(system, "unimatrix.cube.v1.IdentityService/RotateClientCredential", { clientId }, tenant.user),
+  },
+  {
+    name: "RevokeClient",
+    holders: ["client", "drone"],
+    apply: (system, tenant, { clientId }) =>
+      call(system, "unimatrix.cube.v1.IdentityService/RevokeClient", { clientId }, tenant.user),
+  },
+  {
+    name: "EvictDrone",
+    holders: ["drone"],
+    apply: (system, tenant, { droneId }) =>
+      call(system, "unimatrix.cube.v1.CubeService/EvictDrone", { cubeId: tenant.cubeId, droneId }, tenant.user),
+  },
+];
+
+describe("every door closes with its credential", () => {
+  let system: System;
+  let tenant: Tenant;
+  let gateways: Record<string, string>;
+  let second: Awaited<ReturnType<typeof addGateway>>;
+  let kinds: StreamKind[];
+  /** A presence replica that resolves client tokens through cube (direct gRPC callers with a token). */
+  let presence: Awaited<ReturnType<typeof startPresence>>;
+  let presenceSchema: TestSchema;
+
+  beforeAll(async () => {
+    system = await startSystem("gw_doors");
+    second = await addGateway(system);
+    presenceSchema = testSchema("gw_doors_presence_direct");
+    presence = await startPresence({
+      config: system.config,
+      port: 0,
+      schema: presenceSchema.schema,
+      logger: silentLogger(),
+      presence: { cubeAddress: `127.0.0.1:${system.cube.port}` },
+    });
+    gateways = { "gateway A": system.url, "gateway B": second.url };
+    tenant = await seedTenant(system, "doors", 0);
+    kinds = kindsFor(system, gateways, presence.port);
+  }, 120_000);
+  afterAll(async () => {
+    await presence?.stop();
+    await presenceSchema?.drop();
+    await second?.stop();
+    await system?.stop();
+  });
+
+  /** A fresh client with write access (and, for a drone, a seat it attached): its token and ids. */
+  async function holder(kind: Holder): Promise<{ token: string; clientId: string; droneId?: string }> {
+    const client = await call<{ client: { id: string }; token: string }>(
+      system,
+      "unimatrix.cube.v1.IdentityService/IssueClient",
+      { name: `door-${crypto.randomUUID().slice(0, 8)}` },
+      tenant.user,
+    );
+    await call(
+      system,
+      "unimatrix.cube.v1.IdentityService/SetCubeGrant",
+      { clientId: client.client.id, cubeId: tenant.cubeId, access: "CUBE_ACCESS_WRITE" },
+      tenant.user,
+    );
+    if (kind === "client") return { token: client.token, clientId: client.client.id };
+    const seat = await call<{ sessionToken: string; drone: { id: string } }>(
+      system,
+      "unimatrix.cube.v1.CubeService/AttachSeat",
+      { cubeId: tenant.cubeId, roleId: tenant.roleId },
+      client.token,
+    );
+    return { token: seat.sessionToken, clientId: client.client.id, droneId: seat.drone.id };
+  }
+
+  /** Every gateway has the token's answer in its cache: the change must reach it, not wait out the cache. */
+  async function warm(token: string): Promise<void> {
+    for (const url of Object.values(gateways)) {
+      const { status: code } = await connectJson(
+        { url },
+        "unimatrix.cube.v1.CubeService/GetCube",
+        { cubeId: tenant.cubeId },
+        token,
+      );
+      expect(code).toBe(200);
+    }
+  }
+
+  const cases = () => CHANGES.flatMap((change) => change.holders.map((who) => ({ change, who })));
+
+  test.each(cases().map(({ change, who }) => [change.name, who, change] as const))(
+    "%s ends every %s stream with access_revoked within 1 s and refuses its reopen on every door",
+    async (_name, who, change) => {
+      const subject = await holder(who);
+      await warm(subject.token);
+      const mine = kinds.filter((kind) => kind.holders.includes(who));
+      const streams = mine.map((kind) => ({ kind, opened: kind.open(subject.token, tenant.cubeId) }));
+      try {
+        for (const { kind, opened } of streams) await eventually(opened.ready, `${kind.name}: ready`, 10_000);
+        await change.apply(system, tenant, subject);
+        for (const { kind, opened } of streams) {
+          await eventually(opened.revoked, `${kind.name}: access_revoked after ${change.name}`, 1_000);
+        }
+        for (const kind of mine) {
+          const answer = await kind.refused(subject.token, tenant.cubeId);
+          expect([kind.name, answer]).toEqual([kind.name, expect.stringMatching(/^(401|UNAUTHENTICATED)$/)]);
+        }
+      } finally {
+        for (const { opened } of streams) opened.close();
+      }
+    },
+    60_000,
+  );
+});
