@@ -289,4 +289,42 @@ describe("every door closes with its credential", () => {
     },
     60_000,
   );
+
+  test("with a gateway's bus down, a rotated client's streams there end within the bound (2 x GATEWAY_AUTH_CACHE_MS) and its reopen is refused", async () => {
+    // This gateway never hears credential news (its Redis is unreachable); only its cache period and sweep bound trust.
+    const deaf = await addGateway(system, { authCacheMs: 1_000 }, { redisUrl: "redis://127.0.0.1:1" });
+    try {
+      const subject = await holder("client");
+      await warm(subject.token);
+      expect(
+        (
+          await connectJson(
+            { url: deaf.url },
+            "unimatrix.cube.v1.CubeService/GetCube",
+            { cubeId: tenant.cubeId },
+            subject.token,
+          )
+        ).status,
+      ).toBe(200);
+      const deafKinds = kindsFor(system, { deaf: deaf.url }, presence.port).filter((k) => k.name.endsWith("via deaf"));
+      const streams = deafKinds
+        .filter((kind) => kind.holders.includes("client"))
+        .map((kind) => ({ kind, opened: kind.open(subject.token, tenant.cubeId) }));
+      try {
+        for (const { kind, opened } of streams) await eventually(opened.ready, `${kind.name}: ready`, 10_000);
+        await CHANGES[0]!.apply(system, tenant, subject);
+        // The bound: an answer is trusted for the cache period (1 s), and every stream is checked every second.
+        for (const { kind, opened } of streams) await eventually(opened.revoked, `${kind.name}: access_revoked`, 3_000);
+        for (const { kind } of streams)
+          expect([kind.name, await kind.refused(subject.token, tenant.cubeId)]).toEqual([
+            kind.name,
+            expect.stringMatching(/^(401|UNAUTHENTICATED)$/),
+          ]);
+      } finally {
+        for (const { opened } of streams) opened.close();
+      }
+    } finally {
+      await deaf.stop();
+    }
+  }, 60_000);
 });

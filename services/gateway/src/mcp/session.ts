@@ -236,8 +236,14 @@ function asInputs(message: string): string {
   return message.replace(/^([a-z_]+)(?=[:.[ ])/, (field) => INPUT_NAMES[field] ?? field);
 }
 
+/** What an agent reads when its session's credential or seat stopped authenticating. */
+const REVOKED_TEXT =
+  "UNAUTHENTICATED: this session's credential or seat was revoked, rotated or expired; start a new session with a valid token";
+
 /** `CODE: message` for a caller-visible error; undefined for an unexpected one. */
 function describe(error: unknown): string | undefined {
+  if (error instanceof DomainError && error.code === status.UNAUTHENTICATED) return REVOKED_TEXT;
+  if (isServiceError(error) && error.code === status.UNAUTHENTICATED) return REVOKED_TEXT;
   if (error instanceof DomainError) return `${status[error.code]}: ${asInputs(error.message)}`;
   if (isServiceError(error)) return `${status[error.code]}: ${asInputs(error.details)}`;
   return undefined;
