@@ -33,7 +33,7 @@ import { forwardingRoutes, PEER } from "./forward";
 import { mcpHandler } from "./mcp/handler";
 import { McpSessionStore } from "./mcp/session-store";
 import { GatewayMetrics } from "./metrics";
-import { RateLimiter } from "./rate-limit";
+import { chargeLookup, RateLimiter } from "./rate-limit";
 import { requestContextOf, withRequestContext } from "./request-context";
 import { SharedUpstreams } from "./shared-upstream";
 import { cubeEvents, machineEvents, type SseDeps } from "./sse";
@@ -85,16 +85,17 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     logger,
     onDegraded: (degraded) => metrics.fleetDegraded.set(degraded ? 1 : 0),
   });
+  await store.settled();
+  const limiter = new RateLimiter(gateway.rateLimitPerSecond, gateway.rateLimitBurst, store, () =>
+    metrics.rateLimitFallbacks.inc(),
+  );
   const auth = new EdgeAuthenticator({
     upstreams,
     operatorToken: options.config.operatorToken,
     cacheMs: gateway.authCacheMs,
     clock,
+    chargeLookup: (lookup) => chargeLookup(limiter, lookup),
   });
-  await store.settled();
-  const limiter = new RateLimiter(gateway.rateLimitPerSecond, gateway.rateLimitBurst, store, () =>
-    metrics.rateLimitFallbacks.inc(),
-  );
   const caps = new StreamCaps(
     new LeaseTable(store, "streams", clock),
     gateway.maxStreamsPerCredential,

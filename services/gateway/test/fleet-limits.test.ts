@@ -152,6 +152,35 @@ describe("gateway: limits across replicas", () => {
     }
   });
 
+  it("garbage tokens from one address never lock out a valid token of another tenant there; guesses at one lookup are limited", async () => {
+    const gateway = await addGateway(
+      system,
+      { rateLimitPerSecond: 0.001, rateLimitBurst: 3 },
+      { busPrefix: testBusPrefix("gw_lookup_limit") },
+    );
+    const globex = await seedTenant(system, "globex", 0);
+    const listCubes = (token: string) => connectJson(gateway, "unimatrix.cube.v1.CubeService/ListCubes", {}, token);
+    try {
+      // Guesses at one lookup part: three are looked up (and refused), the fourth is not.
+      const guesses: { status: number; body: Record<string, unknown> }[] = [];
+      for (let i = 0; i < 4; i++) guesses.push(await listCubes(`umx_user_guessedlookup_wrongsecret${i}`));
+      expect(guesses.map((g) => g.status)).toEqual([401, 401, 401, 429]);
+      expect(guesses[3]!.body).toMatchObject({ code: "resource_exhausted" });
+      expect(String(guesses[3]!.body.message)).toMatch(/attempts with this credential/);
+      // 40 made-up tokens from the same address: past the address's budget of failures they answer 429…
+      const flood: number[] = [];
+      for (let i = 0; i < 40; i++) flood.push((await listCubes(`umx_user_madeup${i}_secret${i}`)).status);
+      expect(flood.filter((s) => s === 401).length + flood.filter((s) => s === 429).length).toBe(40);
+      expect(flood.at(-1)).toBe(429);
+      // …and a valid token of another tenant at that address still gets in (it was never in this gateway's cache).
+      const valid = await listCubes(globex.user);
+      expect(valid.status).toBe(200);
+      expect(valid.body).toHaveProperty("cubes");
+    } finally {
+      await gateway.stop();
+    }
+  });
+
   it("starts and serves with Redis unreachable, counting per replica and saying so in a metric", async () => {
     const gateway = await addGateway(
       system,
