@@ -157,6 +157,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     onStream: (delta) => metrics.openStreams.inc({ kind: "mcp" }, delta),
     onResume: () => metrics.upstreamResumes.inc({ kind: "mcp" }),
     onSessionEvent: (event) => metrics.mcpSessions.inc({ event }),
+    caps,
+    maxStreams: gateway.maxStreamsPerCredential,
     shared: sharedUpstreams,
     onToolCall: (tool, outcome) => metrics.mcpToolCalls.inc({ tool, outcome }),
   });

@@ -83,6 +83,70 @@ describe("gateway: limits across replicas", () => {
     }
   });
 
+  it("counts MCP push streams against the credential's stream cap with its SSE streams, and bounds them per session", async () => {
+    const token = acme.clients[0]!.token;
+    const session = async (url: string) => {
+      const response = await fetch(`${url}/mcp`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "probe", version: "1" } },
+        }),
+      });
+      expect(response.status).toBe(200);
+      await response.text();
+      return response.headers.get("mcp-session-id")!;
+    };
+    const openPush = (url: string, sessionId: string) =>
+      openStream(`${url}/mcp`, token, { "mcp-session-id": sessionId });
+    const open: Awaited<ReturnType<typeof openStream>>[] = [];
+    try {
+      const sessions: string[] = [];
+      for (let i = 0; i < 6; i++) sessions.push(await session(i % 2 === 0 ? system.url : b.url));
+      // Two push streams per session, on either gateway; a third on the same session is refused.
+      for (const [i, id] of sessions.slice(0, 5).entries()) {
+        for (const url of [system.url, b.url]) {
+          const stream = await openPush(url, id);
+          expect(stream.status).toBe(200);
+          open.push(stream);
+        }
+        if (i === 0) {
+          const third = await openPush(system.url, id);
+          expect(third.status).toBe(429);
+          expect(JSON.stringify(third.body)).toMatch(/session already holds 2 push streams/);
+        }
+      }
+      // Ten open: the credential's cap is spent for pushes of any session and for its SSE streams.
+      for (const url of [system.url, b.url]) {
+        const eleventh = await openPush(url, sessions[5]!);
+        expect(eleventh.status).toBe(429);
+        expect(JSON.stringify(eleventh.body)).toMatch(/10 open streams across the gateways/);
+        const sse = await openStream(`${url}/v1/cubes/${acme.cubeId}/events`, token);
+        expect(sse.status).toBe(429);
+        expect(sse.body).toMatchObject({ code: "resource_exhausted" });
+      }
+      open.shift()!.close(); // a closed push frees its slot for an SSE stream
+      let again: Awaited<ReturnType<typeof openStream>> | undefined;
+      const until = Date.now() + 5_000;
+      while (Date.now() < until) {
+        again = await openStream(`${b.url}/v1/cubes/${acme.cubeId}/events`, token);
+        if (again.status === 200) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(again?.status).toBe(200);
+      open.push(again!);
+    } finally {
+      for (const stream of open) stream.close();
+    }
+  });
+
   it("lets the slots of a gateway that died (never released, never renewed) lapse after their lease", async () => {
     const clock = manualClock();
     const store = new SharedStore({ url: TEST_REDIS_URL, prefix: testBusPrefix("gw_leases") });
