@@ -55,6 +55,8 @@ export async function attachSeat(deps: CubeDeps, principal: Principal, request: 
   const { cubeId } = request;
   await requireAccess(deps.prisma, principal, cubeId, READ, "attaching a seat");
   const role = await resolveRole(deps.prisma, cubeId, request.roleId);
+  // Presence answers whether the machine is the caller's (before anything is written).
+  if (request.machineId) await deps.machines?.requireOwn(principal, request.machineId);
   const now = deps.clock.now();
   if (request.sessionToken !== undefined) {
     return reuseSession(deps, clientId, cubeId, role, request, now);
