@@ -56,9 +56,9 @@ export class EdgeAuthenticator {
   /**
    * The caller of a request; UNAUTHENTICATED for a missing, malformed, unknown or revoked token.
    * A token not in the cache costs its owner service a lookup: the per-lookup limit
-   * (`chargeLookup`) is charged first, concurrent lookups of one token share one call, and a
-   * refusal is remembered for the cache period too, so a flood of one bad token cannot turn into a
-   * flood of lookups. `onMiss` (the per-address limit) is charged only when the lookup refuses the
+   * (`chargeLookup`, for a request's own token: when `onMiss` is given) is charged first,
+   * concurrent lookups of one token share one call, and a refusal is remembered for the cache
+   * period too, so a flood of one bad token cannot turn into a flood of lookups. `onMiss` (the per-address limit) is charged only when the lookup refuses the
    * token: failed authentications from an address never block a valid credential presented there.
    */
   async authenticate(authorization: string | null | undefined, onMiss?: () => Promise<void>): Promise<EdgeCaller> {
@@ -74,7 +74,8 @@ export class EdgeAuthenticator {
     let pending = this.#pending.get(credentialKey);
     if (!pending) {
       const parsed = parseToken(token);
-      const charged = parsed ? this.#options.chargeLookup?.(`${parsed.kind}_${parsed.lookup}`) : undefined;
+      // Charged for a request's own token (with `onMiss`), not for re-checks of a stream already admitted.
+      const charged = parsed && onMiss ? this.#options.chargeLookup?.(`${parsed.kind}_${parsed.lookup}`) : undefined;
       pending = (charged ? charged.then(() => this.#resolve(token)) : this.#resolve(token)).then(
         (principal) => {
           this.#remember(credentialKey, principal, this.#options.clock.now().getTime());
