@@ -53,6 +53,8 @@ const STARTERS: Record<string, Omit<ServiceEntry, keyof ServiceListing>> = {
           bus: ctx.bus,
           logger: ctx.logger("cube"),
           schema: ctx.schema("cube"),
+          // Cube asks presence whose machines are whose: the one in this system (started after cube), unless told otherwise.
+          ...(env.CUBE_PRESENCE_ADDRESS ? {} : { cube: { presenceAddressOf: () => ctx.address("presence") } }),
         }),
     }),
   },

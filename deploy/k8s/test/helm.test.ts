@@ -91,12 +91,13 @@ describe("the real Helm", () => {
 describe("what the production shape renders", () => {
   const docs = helmTemplate(production);
 
-  test("the gateway and presence dial the headless Services with dns:/// (round robin over pods)", () => {
+  test("the gateway, presence and cube dial the headless Services with dns:/// (round robin over pods)", () => {
     const data = find(docs, "ConfigMap", "umx-unimatrix").data as Record<string, string>;
     expect(data.CUBE_ADDRESS).toBe("dns:///umx-unimatrix-cube-headless:7001");
     expect(data.DEVICE_ADDRESS).toBe("dns:///umx-unimatrix-device-headless:7002");
     expect(data.PRESENCE_ADDRESS).toBe("dns:///umx-unimatrix-presence-headless:7003");
     expect(data.PRESENCE_CUBE_ADDRESS).toBe("dns:///umx-unimatrix-cube-headless:7001");
+    expect(data.CUBE_PRESENCE_ADDRESS).toBe("dns:///umx-unimatrix-presence-headless:7003");
     for (const service of ["cube", "device", "presence"]) {
       const headless = find(docs, "Service", `umx-unimatrix-${service}-headless`);
       expect(get(headless, "spec.clusterIP")).toBe("None");

@@ -122,6 +122,7 @@ describe("rendering", () => {
       DEVICE_ADDRESS: "dns:///umx-unimatrix-device-headless:7002",
       PRESENCE_ADDRESS: "dns:///umx-unimatrix-presence-headless:7003",
       PRESENCE_CUBE_ADDRESS: "dns:///umx-unimatrix-cube-headless:7001",
+      CUBE_PRESENCE_ADDRESS: "dns:///umx-unimatrix-presence-headless:7003",
       LOG_LEVEL: "info",
       UMX_BIND_HOST: "0.0.0.0",
       UMX_BUS_PREFIX: "umx",

@@ -1,5 +1,14 @@
-import { envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit";
+import { envVar, isGrpcTarget, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit";
 import { z } from "zod";
+
+/** A gRPC target grpc-js can dial (`host:port`, `[::1]:7003`, `dns:///host:port`, `ipv4:a:p,b:p`), optional. */
+const optionalTarget = z
+  .string()
+  .refine(
+    isGrpcTarget,
+    "must be a gRPC target: host:port, [::1]:7003, dns:///host:port or ipv4:10.0.0.1:7003,10.0.0.2:7003",
+  )
+  .optional();
 
 /** Variables only the cube service reads. */
 export const cubeEnv = registerEnv({
@@ -58,10 +67,21 @@ export const cubeEnv = registerEnv({
     z.coerce.number().int().min(0),
     "30",
   ),
+  presenceAddress: envVar(
+    "CUBE_PRESENCE_ADDRESS",
+    "gRPC target of the presence service (host:port, dns:///presence-headless:7003 for round-robin over its pods, ipv4:a:port,b:port), asked as the caller whether an AttachSeat machine_id is a machine of the caller's tenant (NOT_FOUND otherwise; UNAVAILABLE while presence cannot answer). Unset: machine_id is taken unchecked (cube run on its own).",
+    optionalTarget,
+  ),
 });
 
 /** The cube service's own settings. */
-export type CubeConfig = ReturnType<typeof readCubeConfig>;
+export type CubeConfig = ReturnType<typeof readCubeConfig> & {
+  /**
+   * Presence's target resolved when first needed, over `presenceAddress` (the composition and
+   * tests start presence after cube, on a port known only then).
+   */
+  readonly presenceAddressOf?: (() => string | undefined) | undefined;
+};
 
 /** Reads the cube service's own variables from the environment. */
 export function readCubeConfig(env: NodeJS.ProcessEnv = process.env) {

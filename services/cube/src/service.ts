@@ -22,6 +22,7 @@ import { identityHandlers } from "./handlers/identity";
 import { noticeHandlers } from "./handlers/notices";
 import { DeliveryRecorder } from "./live/deliveries";
 import { activityFeed } from "./live/feed";
+import { MachineDirectory } from "./live/machines";
 import { closeAuthCache, openAuthCache } from "./store/auth-cache";
 import { StorageGuard } from "./store/guard";
 import { resolveTokenCached } from "./store/identity";
@@ -53,6 +54,7 @@ export const cubeService = defineService<CubeConfig>({
       internalKey,
       auth,
       guard: new StorageGuard(prisma, config.storageBudgetBytes),
+      machines: new MachineDirectory(config.presenceAddressOf ?? (() => config.presenceAddress), internalKey),
     };
     const feed = activityFeed(deps);
     observeFeed(metrics, feed);
@@ -85,6 +87,7 @@ export const cubeService = defineService<CubeConfig>({
         await feed.close();
         await deliveries.close();
         await closeAuthCache(auth);
+        deps.machines?.close();
         if (streams instanceof RedisStreamCounter) await streams.close();
         await prisma.$disconnect();
       },

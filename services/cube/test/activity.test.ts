@@ -144,6 +144,30 @@ describe("visibility and reading", () => {
     await expectStatus(h.activity.ackEntry({ cubeId, entryId: toB.id }, asBearer(c.token)), status.NOT_FOUND);
   });
 
+  it("DronesSince anchored on an entry the caller cannot see is NOT_FOUND, like ReadThread and CheckFence", async () => {
+    const { cubeId } = await newCube(h, owner.token, "since-oracle");
+    const reader = await newClient(h, user, "reader-since");
+    await grant(h, user, reader.id, cubeId, CubeAccess.READ);
+    const a = await seat(h, owner.token, cubeId);
+    const b = await seat(h, owner.token, cubeId);
+    const c = await seat(h, owner.token, cubeId);
+    const obs = await seat(h, reader.token, cubeId);
+    const toB = await post(h, a.token, cubeId, "between a and b", [b.droneId]);
+    const since = (token: string) =>
+      h.cube.dronesSince({ cubeId, anchor: { case: "sinceEntryId", value: toB.id } }, asBearer(token));
+    for (const outsider of [c.token, obs.token]) {
+      const o = asBearer(outsider);
+      await expectStatus(h.activity.readThread({ cubeId, entryId: toB.id }, o), status.NOT_FOUND, "entry not found");
+      await expectStatus(h.activity.checkFence({ cubeId, entryId: toB.id, fence: 1n }, o), status.NOT_FOUND);
+      await expectStatus(since(outsider), status.NOT_FOUND, "since_entry_id");
+    }
+    // Its author, its recipient and the cube's user still anchor on it.
+    for (const insider of [a.token, b.token, user]) {
+      const answer = await since(insider);
+      expect(answer.drones.length).toBe(4);
+    }
+  });
+
   it("cursors: foreign, malformed and ahead-of-head cursors are clear errors", async () => {
     const { cubeId } = await newCube(h, owner.token, "cur1");
     const { cubeId: other } = await newCube(h, owner.token, "cur2");

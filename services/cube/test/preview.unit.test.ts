@@ -24,8 +24,9 @@ describe("notification preview", () => {
     expect(cut).toBe("😀".repeat(200));
   });
 
-  test("a cut can leave a trailing space (the cut comes after the trim)", () => {
-    expect(preview(`${"y".repeat(199)}  z`)).toBe(`${"y".repeat(199)} `);
+  test("a cut never leaves a trailing space (trimmed again after the cut)", () => {
+    expect(preview(`${"y".repeat(199)}  z`)).toBe("y".repeat(199));
+    expect(notificationText("ack", `${"y".repeat(199)} z`)).toBe(`[ACK] ${"y".repeat(199)}`);
   });
 });
 

@@ -24,6 +24,11 @@ export interface EdgeAuthOptions {
   readonly clock: Clock;
   /** Most tokens kept in the cache; the oldest go first. */
   readonly maxEntries?: number;
+  /**
+   * Charged before a token not in the cache is looked up, with the token's `<kind>_<lookup>` (the
+   * per-lookup limit: guesses at one credential are bounded, other credentials are not touched).
+   */
+  readonly chargeLookup?: (lookup: string) => Promise<void>;
 }
 
 const OPERATOR: Principal = { kind: "operator", subjectId: "operator", tenantId: null };
@@ -56,9 +61,11 @@ export class EdgeAuthenticator {
 
   /**
    * The caller of a request; UNAUTHENTICATED for a missing, malformed, unknown or revoked token.
-   * A token not in the cache costs its owner service a lookup: `onMiss` (the per-address limit)
-   * is charged first, concurrent lookups of one token share one call, and a refusal is remembered
-   * for the cache period too, so a flood of bad tokens cannot turn into a flood of lookups.
+   * A token not in the cache costs its owner service a lookup: the per-lookup limit
+   * (`chargeLookup`, for a request's own token: when `onMiss` is given) is charged first,
+   * concurrent lookups of one token share one call, and a refusal is remembered for the cache
+   * period too, so a flood of one bad token cannot turn into a flood of lookups. `onMiss` (the per-address limit) is charged only when the lookup refuses the
+   * token: failed authentications from an address never block a valid credential presented there.
    */
   async authenticate(authorization: string | null | undefined, onMiss?: () => Promise<void>): Promise<EdgeCaller> {
     const token = bearerToken(authorization ?? undefined);
@@ -73,16 +80,19 @@ export class EdgeAuthenticator {
     if (cached) this.#forget(credentialKey);
     let pending = this.#pending.get(credentialKey);
     if (!pending) {
-      const charged = onMiss?.();
+      const parsed = parseToken(token);
+      // Charged for a request's own token (with `onMiss`), not for re-checks of a stream already admitted.
+      const charged = parsed && onMiss ? this.#options.chargeLookup?.(`${parsed.kind}_${parsed.lookup}`) : undefined;
       const epoch = this.#epoch;
       pending = (charged ? charged.then(() => this.#resolve(token)) : this.#resolve(token)).then(
         (principal) => {
           if (epoch === this.#epoch) this.#remember(credentialKey, principal, this.#options.clock.now().getTime());
           return principal;
         },
-        (error: unknown) => {
+        async (error: unknown) => {
           if (error instanceof UnauthenticatedError) {
             this.#remember(credentialKey, null, this.#options.clock.now().getTime());
+            await onMiss?.();
           }
           throw error;
         },

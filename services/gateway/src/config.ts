@@ -105,7 +105,7 @@ export const gatewayEnv = registerEnv({
   ),
   maxStreamsPerCredential: envVar(
     "GATEWAY_MAX_STREAMS_PER_CREDENTIAL",
-    "Open SSE streams one credential may hold across every gateway replica (Redis-counted; per replica while Redis is down).",
+    "Open SSE and MCP push streams one credential may hold across every gateway replica (Redis-counted; per replica while Redis is down).",
     z.coerce.number().int().min(1),
     "10",
   ),

@@ -64,7 +64,7 @@ function asConnectError(error: unknown): ConnectError {
 /** Carries the client's address from the HTTP request into Connect handlers. */
 export const PEER = createContextKey<string>("", { description: "remote address" });
 
-/** Charges the per-address limit (token lookups, and RPCs whose credential is in the body). */
+/** Charges the per-address limit (refused token lookups, and RPCs whose credential is in the body). */
 export async function chargeAddress(limiter: RateLimiter, address: string): Promise<void> {
   if (!(await limiter.take(`addr:${address}`))) {
     throw new ResourceExhaustedError("too many requests from this address; slow down");

@@ -1,3 +1,4 @@
+import { ResourceExhaustedError } from "@unimatrix/service-kit";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import type { SharedStore } from "./fleet/shared";
 
@@ -48,5 +49,16 @@ export class RateLimiter {
       if (error instanceof RateLimiterRes) return false;
       throw error;
     }
+  }
+}
+
+/**
+ * Charges one lookup of a token not in the auth cache to its `<kind>_<lookup>` part (not to the
+ * address it came from): repeated guesses at one credential are limited, and garbage tokens from
+ * an address shared with others (NAT, an untrusted proxy) never block another's valid token.
+ */
+export async function chargeLookup(limiter: RateLimiter, lookup: string): Promise<void> {
+  if (!(await limiter.take(`lookup:${lookup}`))) {
+    throw new ResourceExhaustedError("too many attempts with this credential; slow down");
   }
 }

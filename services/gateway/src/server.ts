@@ -36,7 +36,7 @@ import { forwardingRoutes, PEER } from "./forward";
 import { mcpHandler } from "./mcp/handler";
 import { McpSessionStore } from "./mcp/session-store";
 import { GatewayMetrics } from "./metrics";
-import { RateLimiter } from "./rate-limit";
+import { chargeLookup, RateLimiter } from "./rate-limit";
 import { requestContextOf, withRequestContext } from "./request-context";
 import { SharedUpstreams } from "./shared-upstream";
 import { cubeEvents, machineEvents, type SseDeps } from "./sse";
@@ -88,11 +88,16 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     logger,
     onDegraded: (degraded) => metrics.fleetDegraded.set(degraded ? 1 : 0),
   });
+  await store.settled();
+  const limiter = new RateLimiter(gateway.rateLimitPerSecond, gateway.rateLimitBurst, store, () =>
+    metrics.rateLimitFallbacks.inc(),
+  );
   const auth = new EdgeAuthenticator({
     upstreams,
     operatorToken: options.config.operatorToken,
     cacheMs: gateway.authCacheMs,
     clock,
+    chargeLookup: (lookup) => chargeLookup(limiter, lookup),
   });
   // Credential news (rotation, revocation, eviction) drops cached answers and re-checks open streams at once.
   const bus =
@@ -100,10 +105,6 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const doors = new CredentialDoors(auth, Math.max(gateway.authCacheMs, 1_000));
   metrics.doorStats = () => doors.stats();
   const stopNews = await listenCredentialNews(bus, (tags) => void doors.news(tags));
-  await store.settled();
-  const limiter = new RateLimiter(gateway.rateLimitPerSecond, gateway.rateLimitBurst, store, () =>
-    metrics.rateLimitFallbacks.inc(),
-  );
   const caps = new StreamCaps(
     new LeaseTable(store, "streams", clock),
     gateway.maxStreamsPerCredential,
@@ -167,6 +168,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     onStream: (delta) => metrics.openStreams.inc({ kind: "mcp" }, delta),
     onResume: () => metrics.upstreamResumes.inc({ kind: "mcp" }),
     onSessionEvent: (event) => metrics.mcpSessions.inc({ event }),
+    caps,
+    maxStreams: gateway.maxStreamsPerCredential,
     shared: sharedUpstreams,
     doors,
     onToolCall: (tool, outcome) => metrics.mcpToolCalls.inc({ tool, outcome }),

@@ -83,6 +83,70 @@ describe("gateway: limits across replicas", () => {
     }
   });
 
+  it("counts MCP push streams against the credential's stream cap with its SSE streams, and bounds them per session", async () => {
+    const token = acme.clients[0]!.token;
+    const session = async (url: string) => {
+      const response = await fetch(`${url}/mcp`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "probe", version: "1" } },
+        }),
+      });
+      expect(response.status).toBe(200);
+      await response.text();
+      return response.headers.get("mcp-session-id")!;
+    };
+    const openPush = (url: string, sessionId: string) =>
+      openStream(`${url}/mcp`, token, { "mcp-session-id": sessionId });
+    const open: Awaited<ReturnType<typeof openStream>>[] = [];
+    try {
+      const sessions: string[] = [];
+      for (let i = 0; i < 6; i++) sessions.push(await session(i % 2 === 0 ? system.url : b.url));
+      // Two push streams per session, on either gateway; a third on the same session is refused.
+      for (const [i, id] of sessions.slice(0, 5).entries()) {
+        for (const url of [system.url, b.url]) {
+          const stream = await openPush(url, id);
+          expect(stream.status).toBe(200);
+          open.push(stream);
+        }
+        if (i === 0) {
+          const third = await openPush(system.url, id);
+          expect(third.status).toBe(429);
+          expect(JSON.stringify(third.body)).toMatch(/session already holds 2 push streams/);
+        }
+      }
+      // Ten open: the credential's cap is spent for pushes of any session and for its SSE streams.
+      for (const url of [system.url, b.url]) {
+        const eleventh = await openPush(url, sessions[5]!);
+        expect(eleventh.status).toBe(429);
+        expect(JSON.stringify(eleventh.body)).toMatch(/10 open streams across the gateways/);
+        const sse = await openStream(`${url}/v1/cubes/${acme.cubeId}/events`, token);
+        expect(sse.status).toBe(429);
+        expect(sse.body).toMatchObject({ code: "resource_exhausted" });
+      }
+      open.shift()!.close(); // a closed push frees its slot for an SSE stream
+      let again: Awaited<ReturnType<typeof openStream>> | undefined;
+      const until = Date.now() + 5_000;
+      while (Date.now() < until) {
+        again = await openStream(`${b.url}/v1/cubes/${acme.cubeId}/events`, token);
+        if (again.status === 200) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(again?.status).toBe(200);
+      open.push(again!);
+    } finally {
+      for (const stream of open) stream.close();
+    }
+  });
+
   it("lets the slots of a gateway that died (never released, never renewed) lapse after their lease", async () => {
     const clock = manualClock();
     const store = new SharedStore({ url: TEST_REDIS_URL, prefix: testBusPrefix("gw_leases") });
@@ -149,6 +213,35 @@ describe("gateway: limits across replicas", () => {
       expect(await flood(plain, "203.0.113.8", 1)).toEqual([429]); // the header is not believed: same socket
     } finally {
       await Promise.all([trusting.stop(), plain.stop()]);
+    }
+  });
+
+  it("garbage tokens from one address never lock out a valid token of another tenant there; guesses at one lookup are limited", async () => {
+    const gateway = await addGateway(
+      system,
+      { rateLimitPerSecond: 0.001, rateLimitBurst: 3 },
+      { busPrefix: testBusPrefix("gw_lookup_limit") },
+    );
+    const globex = await seedTenant(system, "globex", 0);
+    const listCubes = (token: string) => connectJson(gateway, "unimatrix.cube.v1.CubeService/ListCubes", {}, token);
+    try {
+      // Guesses at one lookup part: three are looked up (and refused), the fourth is not.
+      const guesses: { status: number; body: Record<string, unknown> }[] = [];
+      for (let i = 0; i < 4; i++) guesses.push(await listCubes(`umx_user_guessedlookup_wrongsecret${i}`));
+      expect(guesses.map((g) => g.status)).toEqual([401, 401, 401, 429]);
+      expect(guesses[3]!.body).toMatchObject({ code: "resource_exhausted" });
+      expect(String(guesses[3]!.body.message)).toMatch(/attempts with this credential/);
+      // 40 made-up tokens from the same address: past the address's budget of failures they answer 429…
+      const flood: number[] = [];
+      for (let i = 0; i < 40; i++) flood.push((await listCubes(`umx_user_madeup${i}_secret${i}`)).status);
+      expect(flood.filter((s) => s === 401).length + flood.filter((s) => s === 429).length).toBe(40);
+      expect(flood.at(-1)).toBe(429);
+      // …and a valid token of another tenant at that address still gets in (it was never in this gateway's cache).
+      const valid = await listCubes(globex.user);
+      expect(valid.status).toBe(200);
+      expect(valid.body).toHaveProperty("cubes");
+    } finally {
+      await gateway.stop();
     }
   });
 

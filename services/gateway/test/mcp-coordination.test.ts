@@ -146,14 +146,15 @@ describe("gateway: MCP coordination tools (issue 16)", () => {
     );
     const [holder, other] = [await agent(system, issued.token), await agent(system, acme.clients[1]!.token)];
     try {
-      await holder.text("seat_attach", { cube_id: acme.cubeId });
+      const holderLabel = /you are (\S+)/.exec(await holder.text("seat_attach", { cube_id: acme.cubeId }))![1]!;
       await other.text("seat_attach", { cube_id: acme.cubeId });
       const task = position(await other.text("log_post", { message: "task: rebuild the index" }));
       const claimed = await holder.tool("log_claim", { entry_id: task });
       expect(claimed.content[0]!.text).toBe("claimed [claimed by you, fence 1]");
       expect(claimed.structuredContent).toEqual({ outcome: "claimed", fence: 1 });
-      expect((await other.tool("log_claim", { entry_id: task })).content[0]!.text).toMatch(
-        /^already_claimed \[claimed by \S+, fence 1\]$/,
+      // The holder by its label (the README's promise), not by an id prefix.
+      expect((await other.tool("log_claim", { entry_id: task })).content[0]!.text).toBe(
+        `already_claimed [claimed by ${holderLabel}, fence 1]`,
       );
       expect(await holder.text("log_claim", { entry_id: task, action: "renew" })).toBe(
         "renewed [claimed by you, fence 1]",
@@ -190,6 +191,8 @@ describe("gateway: MCP coordination tools (issue 16)", () => {
       expect(await receipts()).toMatch(new RegExp(`^${bLabel}: .*not read, not acked$`));
       await b.text("log_read");
       await eventually(async () => /, read \S+, not acked$/.test(await receipts()), "the read receipt");
+      // Receipt times to the second.
+      expect(await receipts()).toMatch(/, read \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ, not acked$/);
       const before = a.pushed.filter((p) => p.notification?.kind === "NOTIFICATION_KIND_ACK").length;
       expect(await b.text("log_ack", { entry_id: entry, quiet: true })).toBe("acked");
       await eventually(async () => /, acked \S+$/.test(await receipts()), "the ack receipt");
@@ -214,6 +217,32 @@ describe("gateway: MCP coordination tools (issue 16)", () => {
       expect(bad.isError).toBe(true);
     } finally {
       await a.close();
+    }
+  });
+
+  it("a saved session_token of another client is SESSION_REJECTED saying why; drones_list since a direct entry not yours is NOT_FOUND", async () => {
+    const [a, b, c] = [
+      await agent(system, acme.clients[0]!.token),
+      await agent(system, acme.clients[1]!.token),
+      await agent(system, acme.clients[2]!.token),
+    ];
+    try {
+      const attached = await a.tool("seat_attach", { cube_id: acme.cubeId });
+      const saved = (attached.structuredContent as { session_token: string }).session_token;
+      const rejected = await b.tool("seat_attach", { cube_id: acme.cubeId, session_token: saved });
+      expect(rejected.isError).toBe(true);
+      expect(rejected.content[0]!.text).toMatch(/^SESSION_REJECTED: this session_token does not continue a seat here/);
+      expect(rejected.content[0]!.text).not.toMatch(/no longer valid/);
+      const bLabel = /you are (\S+)/.exec(await b.text("seat_attach", { cube_id: acme.cubeId }))![1]!;
+      await c.text("seat_attach", { cube_id: acme.cubeId });
+      const posted = await a.tool("log_post", { message: "between a and b", recipients: [bLabel] });
+      const { id } = posted.structuredContent as { id: string };
+      const since = await c.tool("drones_list", { since: id });
+      expect(since.isError).toBe(true);
+      expect(since.content[0]!.text).toMatch(/NOT_FOUND/);
+      expect((await b.tool("drones_list", { since: id })).isError).toBeFalsy();
+    } finally {
+      await Promise.all([a.close(), b.close(), c.close()]);
     }
   });
 });

@@ -1,4 +1,5 @@
 import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   ActivityItemSchema,
   ClaimState,
@@ -8,7 +9,16 @@ import {
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { encodeCursor } from "../../cube/src/rules/cursor";
-import { cursorBefore, positionOf, renderItems, summaryLine } from "../src/mcp/format";
+import {
+  claimNote,
+  cursorBefore,
+  positionOf,
+  preview,
+  renderItems,
+  SESSION_REJECTED_TEXT,
+  secondsTime,
+  summaryLine,
+} from "../src/mcp/format";
 
 const CUBE = "0f0e0d0c-0b0a-4908-8706-050403020100";
 const ME = "11111111-1111-4111-8111-111111111111";
@@ -90,5 +100,24 @@ describe("MCP compact format", () => {
       "5 unread: 1 direct to you, 1 claim(s), 1 ping(s); 2 new decision(s) (decision_list)",
     );
     expect(summaryLine([], true)).toBe("0+ unread; more: call log_read again");
+  });
+
+  it("names a claim's holder by the label cube sent, never an id prefix, even when the viewer has no label map", () => {
+    const viewer = { droneId: ME, labels: new Map<string, string>() };
+    const held = { holderDroneId: PEER, holderLabel: "worker-2", fence: 3n, state: ClaimState.HELD };
+    expect(claimNote(held as never, viewer)).toBe(" [claimed by worker-2, fence 3]");
+    expect(claimNote({ ...held, state: ClaimState.STALE } as never, viewer)).toBe(
+      " [stale claim of worker-2, fence 3]",
+    );
+    expect(claimNote({ ...held, holderDroneId: ME } as never, viewer)).toBe(" [claimed by you, fence 3]");
+    expect(claimNote(held as never, viewer)).not.toContain(PEER.slice(0, 8));
+  });
+
+  it("cuts previews without a space before the ellipsis, shows receipt times to the second, says why a session is rejected", () => {
+    expect(preview(`${"a".repeat(78)} bcd`, 80)).toBe(`${"a".repeat(78)}…`);
+    expect(preview("short  and\nfolded", 80)).toBe("short and folded");
+    expect(secondsTime(timestampFromDate(new Date("2026-12-01T18:01:07.250Z")))).toBe("2026-12-01T18:01:07Z");
+    expect(SESSION_REJECTED_TEXT).not.toMatch(/no longer valid/);
+    expect(SESSION_REJECTED_TEXT).toMatch(/another client's, cube's, role's or drone's/);
   });
 });

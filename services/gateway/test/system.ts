@@ -56,8 +56,11 @@ export async function startSystem(
   };
   const logger = silentLogger();
   const cubeSchema = schema("cube");
+  // Cube asks presence about machines (AttachSeat's machine_id); presence starts beside it.
+  let presencePort: number | undefined;
+  const presenceAddressOf = () => (presencePort === undefined ? undefined : `127.0.0.1:${presencePort}`);
   const starts = [
-    () => startCube({ config, port: 0, schema: cubeSchema, logger }),
+    () => startCube({ config, port: 0, schema: cubeSchema, logger, cube: { presenceAddressOf } }),
     () => startDevice({ config, port: 0, schema: schema("device"), logger }),
     () => startPresence({ config, port: 0, schema: schema("presence"), logger }),
   ] as const;
@@ -80,6 +83,7 @@ export async function startSystem(
     } else {
       [cube, device, presence] = await Promise.all([start(starts[0]), start(starts[1]), start(starts[2])]);
     }
+    presencePort = presence.port;
   } catch (error) {
     await Promise.allSettled(started.map((s) => s.stop()));
     for (const s of schemas) await s.drop().catch(() => {});

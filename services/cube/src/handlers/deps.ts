@@ -3,6 +3,7 @@ import type { Bus } from "@unimatrix/service-kit/bus";
 import type { RawQuery } from "@unimatrix/service-kit/store";
 import type { Logger } from "pino";
 import type { CubeConfig } from "../config";
+import type { MachineDirectory } from "../live/machines";
 import type { AuthCache } from "../store/auth-cache";
 import type { StorageGuard } from "../store/guard";
 import type { PrismaClient } from "../store/prisma";
@@ -21,4 +22,6 @@ export interface CubeDeps {
   readonly auth: AuthCache;
   /** The installation's internal key (seals page tokens). */
   readonly internalKey: string;
+  /** Presence's machines, asked as the caller (AttachSeat's machine_id); absent: unchecked. */
+  readonly machines?: MachineDirectory;
 }

@@ -1,10 +1,13 @@
 /** The longest notification preview, in characters (code points). */
 export const PREVIEW_CHARS = 200;
 
-/** Folds whitespace runs to one space, trims and cuts at 200 characters (code points): the notification preview. */
+/**
+ * Folds whitespace runs to one space, trims and cuts at 200 characters (code points): the
+ * notification preview. A cut that ends in a space is trimmed again (never a trailing space).
+ */
 export function preview(message: string): string {
   const folded = message.replace(/\s+/gu, " ").trim();
-  return Array.from(folded).slice(0, PREVIEW_CHARS).join("");
+  return Array.from(folded).slice(0, PREVIEW_CHARS).join("").trimEnd();
 }
 
 /** The kinds of notification that refer to an entry. */

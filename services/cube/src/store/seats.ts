@@ -5,6 +5,7 @@ import type { CubeDeps } from "../handlers/deps";
 import { ACTIVITY, accessOf, ringAfterCommit } from "../live/channels";
 import { authorPrincipalId, isParticipant, MANAGE, READ } from "../rules/access";
 import { isSeatChange, type SeatStateName, seatStateMessage } from "../rules/seat";
+import { viewerOf, visibleTo } from "../rules/visibility";
 import { requireAccess, standing } from "./access";
 import { blankEntry, insertEntry } from "./activity";
 import { authTag, invalidateAuth } from "./auth-cache";
@@ -54,6 +55,8 @@ export async function attachSeat(deps: CubeDeps, principal: Principal, request: 
   const { cubeId } = request;
   await requireAccess(deps.prisma, principal, cubeId, READ, "attaching a seat");
   const role = await resolveRole(deps.prisma, cubeId, request.roleId);
+  // Presence answers whether the machine is the caller's (before anything is written).
+  if (request.machineId) await deps.machines?.requireOwn(principal, request.machineId);
   const now = deps.clock.now();
   if (request.sessionToken !== undefined) {
     return reuseSession(deps, clientId, cubeId, role, request, now);
@@ -231,14 +234,15 @@ export async function dronesSince(
   cubeId: string,
   anchor: { time: Date } | { entryId: string },
 ): Promise<{ drones: DroneRow[]; anchorTime: Date }> {
-  await requireAccess(deps.prisma, principal, cubeId, READ, "listing drones");
+  const s = await requireAccess(deps.prisma, principal, cubeId, READ, "listing drones");
   let anchorTime: Date;
   let anchorId: string | null = null;
   if ("entryId" in anchor) {
     const entry = await deps.prisma.activityItem.findFirst({
       where: { id: anchor.entryId, cubeId, itemType: "entry" },
     });
-    if (!entry) throw new NotFoundError("entry not found");
+    // An entry the caller cannot see is not found (no createdAt or seen_since oracle), as for ReadThread.
+    if (!entry || !visibleTo(viewerOf(s), entry)) throw new NotFoundError("since_entry_id: entry not found");
     anchorTime = entry.createdAt;
     anchorId = entry.id;
   } else {

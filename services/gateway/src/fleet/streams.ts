@@ -18,10 +18,10 @@ export class StreamCaps {
     private readonly leaseMs: number,
   ) {}
 
-  /** A slot for one more stream of `credentialKey`, or undefined when it already holds `max`. */
-  async open(credentialKey: string): Promise<StreamSlot | undefined> {
+  /** A slot for one more stream of `credentialKey`, or undefined when it already holds `max` (the cap unless told). */
+  async open(credentialKey: string, max = this.max): Promise<StreamSlot | undefined> {
     const id = randomUUID();
-    if (!(await this.leases.acquire(credentialKey, id, this.max, this.leaseMs))) return undefined;
+    if (!(await this.leases.acquire(credentialKey, id, max, this.leaseMs))) return undefined;
     const timer = setInterval(
       () => void this.leases.renew(credentialKey, id, this.leaseMs).catch(() => {}),
       Math.max(250, Math.floor(this.leaseMs / 3)),

@@ -61,16 +61,29 @@ export function cursorBefore(cubeId: string, n: number): string {
   return `a${buf.toString("base64url")}`;
 }
 
-/** Whitespace folded to one space, cut at `max` characters. */
+/** Whitespace folded to one space, cut at `max` characters (never ending in a space before the ellipsis). */
 export function preview(text: string, max = 80): string {
   const folded = text.replace(/\s+/g, " ").trim();
-  return folded.length > max ? `${folded.slice(0, max - 1)}…` : folded;
+  return folded.length > max ? `${folded.slice(0, max - 1).trimEnd()}…` : folded;
 }
+
+/**
+ * What `seat_attach` says when cube answers SESSION_REJECTED: the saved token may be perfectly
+ * valid — revoked or expired, or another client's, cube's, role's or drone's — and nothing changed.
+ */
+export const SESSION_REJECTED_TEXT =
+  "SESSION_REJECTED: this session_token does not continue a seat here (revoked or expired, or another client's, cube's, role's or drone's); nothing changed — attach without it for a new seat";
 
 /** `2026-12-01T17:20Z` (minutes are enough for a model; seconds when they matter are in `at`). */
 export function shortTime(at: Timestamp | undefined): string {
   if (!at) return "-";
   return new Date(Number(at.seconds) * 1000).toISOString().slice(0, 16).concat("Z");
+}
+
+/** `2026-12-01T17:20:05Z`: to the second, where the order of close events matters (receipts). */
+export function secondsTime(at: Timestamp | undefined): string {
+  if (!at) return "-";
+  return new Date(Number(at.seconds) * 1000).toISOString().slice(0, 19).concat("Z");
 }
 
 const NOTICE: Record<NotificationKind, string> = {
@@ -99,14 +112,18 @@ const STATE: Record<SeatState, string> = {
 /** The lower-case name of a seat state ("" when unset). */
 export const stateName = (state: SeatState): string => STATE[state] ?? "";
 
-const label = (viewer: Viewer, droneId: string) =>
-  droneId === viewer.droneId ? "you" : (viewer.labels.get(droneId) ?? droneId.slice(0, 8));
+/** `you`, the drone's label as the viewer knows it, else `known` (the label cube sent), else an id prefix. */
+const label = (viewer: Viewer, droneId: string, known?: string) =>
+  droneId === viewer.droneId ? "you" : (viewer.labels.get(droneId) ?? (known || droneId.slice(0, 8)));
 
 /** ` [claimed by worker-2, fence 1]`, ` [stale claim of worker-2, fence 1]` or "". */
 export function claimNote(claim: Claim | undefined, viewer: Viewer): string {
   if (!claim || (!claim.holderDroneId && !claim.holderPrincipalId)) return "";
   if (claim.state === ClaimState.RELEASED) return "";
-  const holder = claim.holderDroneId ? label(viewer, claim.holderDroneId) : claim.holderLabel || "someone";
+  // The holder's label travels with the claim (cube resolves it), so an answer never names it by an id prefix.
+  const holder = claim.holderDroneId
+    ? label(viewer, claim.holderDroneId, claim.holderLabel)
+    : claim.holderLabel || "someone";
   const fence = claim.fence > 0n ? `, fence ${claim.fence}` : "";
   return claim.state === ClaimState.STALE ? ` [stale claim of ${holder}${fence}]` : ` [claimed by ${holder}${fence}]`;
 }

@@ -7,12 +7,13 @@ import { clientAddress, type TrustedProxies } from "../client-address";
 import { chargeAddress } from "../forward";
 import type { RateLimiter } from "../rate-limit";
 import { type PushDeps, servePush } from "./push";
+import { openPushSlots, type PushCaps } from "./push-slots";
 import { McpSession } from "./session";
 import type { SessionRecord } from "./session-store";
 import { INSTRUCTIONS, leanToolList, registerTools } from "./tools";
 
 /** What the `/mcp` endpoint needs. */
-export interface McpDeps extends PushDeps {
+export interface McpDeps extends PushDeps, PushCaps {
   readonly limiter: RateLimiter;
   readonly maxBodyBytes: number;
   readonly trusted: TrustedProxies;
@@ -149,9 +150,19 @@ export function mcpHandler(deps: McpDeps) {
       }
       void deps.sessions.touch(sessionId, record).catch(() => {});
       if (request.method === "GET") {
+        // Counted against the credential's stream cap (with its SSE streams) and the session's.
+        const slots = await openPushSlots(deps, credentialKey, sessionId);
+        if (typeof slots === "string") return jsonError(response, 429, -32002, slots);
         pushes.add(response);
-        response.once("close", () => pushes.delete(response));
-        return servePush(deps, request, response, sessionId, record, principal);
+        response.once("close", () => {
+          pushes.delete(response);
+          void slots.release();
+        });
+        try {
+          return await servePush(deps, request, response, sessionId, record, principal);
+        } finally {
+          await slots.release();
+        }
       }
       if (request.method === "DELETE") {
         await deps.sessions.delete(sessionId, credentialKey);

@@ -41,6 +41,8 @@ import {
   preview,
   renderEntry,
   renderItems,
+  SESSION_REJECTED_TEXT,
+  secondsTime,
   shortTime,
   stateName,
   summaryLine,
@@ -290,7 +292,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
       if (reply.outcome === AttachSeatOutcome.SESSION_REJECTED) {
         return {
           isError: true,
-          content: [{ type: "text", text: "SESSION_REJECTED: session_token is no longer valid; attach without it" }],
+          content: [{ type: "text", text: SESSION_REJECTED_TEXT }],
         };
       }
       const outcome = reply.outcome === AttachSeatOutcome.REUSED ? "reused" : "created";
@@ -653,8 +655,8 @@ export function registerTools(server: McpServer, session: McpSession): void {
         { cubeId: session.cubeId(), entryId },
         await session.asActor(signal),
       );
-      const when = (what: string, at: Parameters<typeof shortTime>[0]) =>
-        at ? `${what} ${shortTime(at)}` : `not ${what}`;
+      const when = (what: string, at: Parameters<typeof secondsTime>[0]) =>
+        at ? `${what} ${secondsTime(at)}` : `not ${what}`;
       const lines = reply.receipts.map((r) => {
         const via = r.deliveredVia === DeliveryChannel.MACHINE_LINK ? " (machine)" : "";
         const parts = [
@@ -662,7 +664,7 @@ export function registerTools(server: McpServer, session: McpSession): void {
           when("read", r.readAt),
           when("acked", r.ackedAt),
         ];
-        if (r.nudgedAt) parts.push(`nudged ${shortTime(r.nudgedAt)}`);
+        if (r.nudgedAt) parts.push(`nudged ${secondsTime(r.nudgedAt)}`);
         return `${r.label || r.droneId}: ${parts.join(", ")}`;
       });
       return ok(lines.join("\n") || "no recipients", {
