@@ -12,7 +12,7 @@ import {
   UnauthenticatedError,
   UnavailableError,
 } from "@unimatrix/service-kit";
-import { credentialTags } from "@unimatrix/service-kit/auth";
+import { credentialTags, expiresAtOf } from "@unimatrix/service-kit/auth";
 import type { Upstreams } from "./upstreams";
 
 /** Options of the edge authenticator. */
@@ -186,7 +186,12 @@ export class EdgeAuthenticator {
     }
     this.#forget(key);
     const tags = principal ? credentialTags(principal) : [];
-    this.#cache.set(key, { principal, until: now + this.#options.cacheMs, tags });
+    // A session's answer is never trusted past its expiry.
+    const until = Math.min(
+      now + this.#options.cacheMs,
+      (principal && expiresAtOf(principal)) ?? Number.POSITIVE_INFINITY,
+    );
+    this.#cache.set(key, { principal, until, tags });
     for (const tag of tags) {
       const keys = this.#byTag.get(tag) ?? new Set<string>();
       keys.add(key);

@@ -1,6 +1,6 @@
 import { status } from "@grpc/grpc-js";
 import { DomainError } from "@unimatrix/service-kit";
-import { credentialTags, type Principal } from "@unimatrix/service-kit/auth";
+import { credentialTags, expiresAtOf, type Principal } from "@unimatrix/service-kit/auth";
 import type { EdgeAuthenticator } from "./auth";
 
 /** An open stream of an edge caller: closed (with its own final event) when its credential stops authenticating. */
@@ -8,6 +8,8 @@ interface Door {
   readonly authorization: string;
   readonly tags: readonly string[];
   readonly close: () => void;
+  /** When its session expires (checked then); re-armed when a check finds the session extended. */
+  expiry?: { readonly at: number; readonly timer: NodeJS.Timeout };
 }
 
 /** Counters of the doors (tests and metrics). */
@@ -30,7 +32,8 @@ function refused(error: unknown): boolean {
  * with. Credential news from the bus (`news`) drops the named answers from the authenticator's
  * cache and re-checks the named streams' credentials at once; every `sweepMs` all of them are
  * checked with cached answers, which bounds a missed piece of news (the bus down) by the cache
- * period plus `sweepMs`. A stream whose credential is refused is closed through its own `close`.
+ * period plus `sweepMs`; a session's stream is checked at its expiry. A stream whose credential is
+ * refused is closed through its own `close`.
  */
 export class CredentialDoors {
   readonly #auth: EdgeAuthenticator;
@@ -53,7 +56,11 @@ export class CredentialDoors {
     if (!authorization) return () => {};
     const door: Door = { authorization, tags: principal ? credentialTags(principal) : [], close };
     this.#doors.add(door);
-    return () => this.#doors.delete(door);
+    if (principal) this.#arm(door, principal);
+    return () => {
+      clearTimeout(door.expiry?.timer);
+      this.#doors.delete(door);
+    };
   }
 
   /**
@@ -79,6 +86,17 @@ export class CredentialDoors {
     clearInterval(this.#timer);
   }
 
+  /** A session ends by itself at its expiry: its door is checked then, with no news to wait for. */
+  #arm(door: Door, principal: Principal): void {
+    const at = expiresAtOf(principal);
+    if (at === undefined || door.expiry?.at === at) return;
+    clearTimeout(door.expiry?.timer);
+    const delay = Math.min(2 ** 31 - 1, Math.max(0, at - Date.now()) + 5);
+    const timer = setTimeout(() => void this.#check([door], true), delay);
+    timer.unref();
+    door.expiry = { at, timer };
+  }
+
   /** One check per credential; every door of a refused one is closed. */
   async #check(doors: readonly Door[], fresh: boolean): Promise<void> {
     const byCredential = new Map<string, Door[]>();
@@ -91,7 +109,10 @@ export class CredentialDoors {
       [...byCredential].map(async ([authorization, group]) => {
         this.#checks += 1;
         try {
-          await (fresh ? this.#auth.refresh(authorization) : this.#auth.authenticate(authorization));
+          const { principal } = await (fresh
+            ? this.#auth.refresh(authorization)
+            : this.#auth.authenticate(authorization));
+          for (const door of group) if (this.#doors.has(door)) this.#arm(door, principal);
         } catch (error) {
           if (!refused(error)) return; // could not ask: keep them, the next check decides
           for (const door of group) {

@@ -55,7 +55,8 @@ async function seatedSession(url: string, token: string, tenant: Tenant): Promis
     },
     session,
   );
-  expect((attach.answer?.result as { isError?: boolean }).isError).toBeFalsy();
+  expect(attach.answer?.result).toMatchObject({ content: expect.any(Array) });
+  expect((attach.answer?.result as { isError?: boolean } | undefined)?.isError).toBeFalsy();
   return session;
 }
 

@@ -1,12 +1,13 @@
 import { createClient as createConnectClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { Metadata, status } from "@grpc/grpc-js";
+import { Metadata } from "@grpc/grpc-js";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import { startPresence } from "@unimatrix/presence";
 import { silentLogger } from "@unimatrix/service-kit";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import { eventually, type TestSchema, testSchema } from "@unimatrix/service-kit/testing";
+import { firstAnswer, iterate, type Opened, sseRefusal, sseStream } from "./stream-probes";
 import { addGateway, call, connectJson, type System, seedTenant, startSystem } from "./system";
 
 // Every door closes with its credential: each stream kind × each credential change, through both
@@ -16,13 +17,6 @@ import { addGateway, call, connectJson, type System, seedTenant, startSystem } f
 type Tenant = Awaited<ReturnType<typeof seedTenant>>;
 type Holder = "client" | "drone";
 
-/** An open stream: whether it is ready, whether it ended with access_revoked, and its closer. */
-interface Opened {
-  readonly ready: () => boolean;
-  readonly revoked: () => boolean;
-  readonly close: () => void;
-}
-
 /** Opens a stream with `token`; `refused` resolves to the refusal of a fresh open (its HTTP status or gRPC code name). */
 interface StreamKind {
   readonly name: string;
@@ -30,59 +24,6 @@ interface StreamKind {
   readonly holders: readonly Holder[];
   open(token: string, cubeId: string): Opened;
   refused(token: string, cubeId: string): Promise<string>;
-}
-
-/** What the streams read: SSE frames by event name. */
-function sseStream(url: string, token: string): Opened {
-  const controller = new AbortController();
-  const events: string[] = [];
-  void (async () => {
-    const response = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
-    if (!response.body) return;
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-      buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-      for (const match of buffer.matchAll(/^event: (\S+)$/gm)) events.push(match[1]!);
-      buffer = buffer.slice(buffer.lastIndexOf("\n\n") + 1);
-    }
-  })().catch(() => {});
-  return {
-    ready: () => events.some((e) => e === "ready" || e === "machine_ready"),
-    revoked: () => events.at(-1) === "access_revoked",
-    close: () => controller.abort(),
-  };
-}
-
-async function sseRefusal(url: string, token: string): Promise<string> {
-  const controller = new AbortController();
-  const response = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
-  controller.abort();
-  return String(response.status);
-}
-
-/** Reads an async iterable of watch/activity responses (Connect or grpc-js) into event cases. */
-function iterate(stream: AsyncIterable<{ event: { case: string | undefined } }>, abort: () => void): Opened {
-  const cases: (string | undefined)[] = [];
-  void (async () => {
-    for await (const message of stream) cases.push(message.event.case);
-  })().catch(() => {});
-  return {
-    ready: () => cases.some((c) => c === "ready" || c === "machineReady"),
-    revoked: () => cases.at(-1) === "accessRevoked",
-    close: abort,
-  };
-}
-
-/** The first answer of a stream opened afresh: the code of its refusal, or "open" when it was served. */
-async function firstAnswer(stream: AsyncIterable<unknown>): Promise<string> {
-  try {
-    for await (const _ of stream) return "open";
-    return "ended";
-  } catch (error) {
-    const code = (error as { code?: number | string }).code;
-    return typeof code === "number" ? (status[code] ?? String(code)) : String(code);
-  }
 }
 
 function kindsFor(system: System, gateways: Record<string, string>, presencePort: number): StreamKind[] {
@@ -171,6 +112,8 @@ function kindsFor(system: System, gateways: Record<string, string>, presencePort
 interface Change {
   readonly name: string;
   readonly holders: readonly Holder[];
+  /** Only the streams of one cube end (a grant), and a reopen is NOT_FOUND rather than UNAUTHENTICATED. */
+  readonly cubeOnly?: boolean;
   apply(system: System, tenant: Tenant, subject: { clientId: string; droneId?: string }): Promise<unknown>;
 }
 
@@ -186,6 +129,18 @@ const CHANGES: readonly Change[] = [
     holders: ["client", "drone"],
     apply: (system, tenant, { clientId }) =>
       call(system, "unimatrix.cube.v1.IdentityService/RevokeClient", { clientId }, tenant.user),
+  },
+  {
+    name: "RevokeCubeGrant",
+    holders: ["client"],
+    cubeOnly: true,
+    apply: (system, tenant, { clientId }) =>
+      call(
+        system,
+        "unimatrix.cube.v1.IdentityService/RevokeCubeGrant",
+        { clientId, cubeId: tenant.cubeId },
+        tenant.user,
+      ),
   },
   {
     name: "EvictDrone",
@@ -271,7 +226,10 @@ describe("every door closes with its credential", () => {
     async (_name, who, change) => {
       const subject = await holder(who);
       await warm(subject.token);
-      const mine = kinds.filter((kind) => kind.holders.includes(who));
+      const mine = kinds.filter(
+        (kind) => kind.holders.includes(who) && (!change.cubeOnly || /activity/i.test(kind.name)),
+      );
+      const refusal = change.cubeOnly ? /^(404|NOT_FOUND)$/ : /^(401|UNAUTHENTICATED)$/;
       const streams = mine.map((kind) => ({ kind, opened: kind.open(subject.token, tenant.cubeId) }));
       try {
         for (const { kind, opened } of streams) await eventually(opened.ready, `${kind.name}: ready`, 10_000);
@@ -281,7 +239,7 @@ describe("every door closes with its credential", () => {
         }
         for (const kind of mine) {
           const answer = await kind.refused(subject.token, tenant.cubeId);
-          expect([kind.name, answer]).toEqual([kind.name, expect.stringMatching(/^(401|UNAUTHENTICATED)$/)]);
+          expect([kind.name, answer]).toEqual([kind.name, expect.stringMatching(refusal)]);
         }
       } finally {
         for (const { opened } of streams) opened.close();

@@ -40,6 +40,8 @@ export async function startSystem(
   label: string,
   overrides: GatewayOverrides = {},
   store: "postgres" | "embedded" = "postgres",
+  /** Cube settings for this suite (a short session TTL, say). */
+  cubeSettings: Parameters<typeof startCube>[0]["cube"] = {},
 ): Promise<System> {
   const embedded = store === "embedded" ? mkdtempSync(join(tmpdir(), `umx-${label}-`)) : undefined;
   const config = testConfig({
@@ -60,7 +62,7 @@ export async function startSystem(
   let presencePort: number | undefined;
   const presenceAddressOf = () => (presencePort === undefined ? undefined : `127.0.0.1:${presencePort}`);
   const starts = [
-    () => startCube({ config, port: 0, schema: cubeSchema, logger, cube: { presenceAddressOf } }),
+    () => startCube({ config, port: 0, schema: cubeSchema, logger, cube: { presenceAddressOf, ...cubeSettings } }),
     () => startDevice({ config, port: 0, schema: schema("device"), logger }),
     () => startPresence({ config, port: 0, schema: schema("presence"), logger }),
   ] as const;

@@ -1,3 +1,4 @@
+import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { PrincipalKind, type Principal as PrincipalMessage } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
 import type { Principal } from "./principal";
 
@@ -48,6 +49,7 @@ export function principalFromMessage(message: PrincipalMessage | undefined): Pri
         cubeId: message.cubeId,
         droneId: message.droneId,
         ...(message.credentialId ? { credentialId: message.credentialId } : {}),
+        ...(message.expiresAt ? { expiresAt: timestampMs(message.expiresAt) } : {}),
       };
     default:
       return null;

@@ -26,6 +26,8 @@ export type Principal =
       readonly droneId: string;
       /** The credential the principal was resolved from, when known (a drone session's is the session). */
       readonly credentialId?: string;
+      /** When the session expires (epoch ms), when known: nothing trusts the principal past it. */
+      readonly expiresAt?: number;
     };
 
 /** The kinds of principal. */
@@ -82,4 +84,9 @@ export function bearerToken(authorization: string | undefined): string | null {
   if (!authorization) return null;
   const match = /^Bearer\s+(\S+)$/i.exec(authorization.trim());
   return match?.[1] ?? null;
+}
+
+/** When a principal's credential expires by itself (epoch ms): a drone session's expiry when known, else undefined. */
+export function expiresAtOf(principal: Principal): number | undefined {
+  return principal.kind === "drone-session" ? principal.expiresAt : undefined;
 }
