@@ -4,7 +4,8 @@ import { cubeEnv, migrationsDir as cubeMigrations, startCube } from "@unimatrix/
 import { deviceEnv, migrationsDir as deviceMigrations, startDevice } from "@unimatrix/device";
 import { gatewayEnv, startGateway } from "@unimatrix/gateway";
 import { presenceEnv, migrationsDir as presenceMigrations, startPresence } from "@unimatrix/presence";
-import { type EnvVar, readConfig, resolveInternalKey, type SystemPart } from "@unimatrix/service-kit";
+import { type EnvVar, readConfig } from "@unimatrix/service-kit/config";
+import { resolveInternalKey, type SystemPart } from "@unimatrix/service-kit/service";
 
 /** One entry of `services.json`: the list the scripts (generate, bench, jest) read too. */
 export interface ServiceListing {

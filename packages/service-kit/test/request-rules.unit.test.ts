@@ -16,7 +16,7 @@ import {
   ListAuditEventsRequestSchema,
 } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
 import { LinkRequestSchema } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import { DomainError } from "@unimatrix/service-kit";
+import { DomainError } from "@unimatrix/service-kit/errors";
 import {
   CONTRACT_PATTERNS,
   checkRequest,

@@ -1,4 +1,4 @@
-import { envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit";
+import { envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit/config";
 import { z } from "zod";
 
 /** Variables only the cube service reads. */

@@ -36,8 +36,8 @@ import {
   type UserSchema,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { InvalidArgumentError } from "@unimatrix/service-kit";
 import { principalKindOf } from "@unimatrix/service-kit/auth";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import { encodeCursor } from "./rules/cursor";
 import type { TakeOverDecision } from "./rules/lease";
 import { noticeText } from "./rules/preview";

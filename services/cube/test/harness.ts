@@ -2,7 +2,7 @@ import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { CubeAccess, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import type { Clock } from "@unimatrix/service-kit";
+import type { Clock } from "@unimatrix/service-kit/clock";
 import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
 import { asBearer, seedTenant, testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
 import pg from "pg";

@@ -2,16 +2,11 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { Metadata } from "@grpc/grpc-js";
-import {
-  PRINCIPAL_HEADER,
-  type Principal,
-  REQUEST_ID_HEADER,
-  ResourceExhaustedError,
-  requestIdFrom,
-  signPrincipal,
-  TRACEPARENT_HEADER,
-} from "@unimatrix/service-kit";
+import { PRINCIPAL_HEADER, type Principal, signPrincipal } from "@unimatrix/service-kit/auth";
+import { ResourceExhaustedError } from "@unimatrix/service-kit/errors";
 import { toStatus } from "@unimatrix/service-kit/grpc";
+import { REQUEST_ID_HEADER, requestIdFrom } from "@unimatrix/service-kit/logger";
+import { TRACEPARENT_HEADER } from "@unimatrix/service-kit/observe";
 import type { EdgeAuthenticator, EdgeCaller } from "./auth";
 import type { RateLimiter } from "./rate-limit";
 import { currentRequest, recordOutcome } from "./request-context";

@@ -1,5 +1,6 @@
 import { status } from "@grpc/grpc-js";
-import { type Principal, sleep } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import { sleep } from "@unimatrix/service-kit/clock";
 import { toStatus } from "@unimatrix/service-kit/grpc";
 import { type Followed, type FollowOptions, follow, isGoingAway } from "./follow";
 

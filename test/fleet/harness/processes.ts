@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
-import { createClient } from "@unimatrix/service-kit";
+import { createClient } from "@unimatrix/service-kit/grpc";
 
 /** The repository root (this file is test/fleet/harness/processes.ts). */
 export const REPO_ROOT = join(__dirname, "..", "..", "..");

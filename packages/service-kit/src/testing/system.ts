@@ -1,6 +1,6 @@
 import { silentLogger } from "../logger";
-import type { CommonConfig } from "../runtime";
-import { type RunningSystem, type SystemPart, startParts } from "../system";
+import type { CommonConfig } from "../service/deps";
+import { type RunningSystem, type SystemPart, startParts } from "../service/system";
 import { type TestSchema, testBusPrefix, testConfig, testSchema } from "./isolation";
 
 /** The operator token test systems are started with. */

@@ -1,8 +1,9 @@
 import { type ActivityService, RenewOutcome } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { InvalidArgumentError, optionalUuid, pageSize, requireUuid, UnimplementedError } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
 import type { StreamCounter } from "@unimatrix/service-kit/bus";
+import { InvalidArgumentError, UnimplementedError } from "@unimatrix/service-kit/errors";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit/rules";
 import {
   claimOutcomeToWire,
   claimToWire,

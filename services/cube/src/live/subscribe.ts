@@ -2,10 +2,10 @@ import type {
   SubscribeActivityRequest,
   SubscribeActivityResponse,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { requireUuid } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
 import { type StreamCounter, StreamLimiter } from "@unimatrix/service-kit/bus";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
+import { requireUuid } from "@unimatrix/service-kit/rules";
 import { eventOf } from "../convert";
 import type { CubeDeps } from "../handlers/deps";
 import { READ } from "../rules/access";

@@ -1,5 +1,5 @@
-import { PermissionDeniedError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { PermissionDeniedError } from "@unimatrix/service-kit/errors";
 
 /** Access levels, ordered: 0 none, 1 READ, 2 WRITE, 3 MANAGE (the CubeAccess enum values). */
 export type AccessLevel = 0 | 1 | 2 | 3;

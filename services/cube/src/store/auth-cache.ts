@@ -1,10 +1,20 @@
-import type { Clock } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import { type Bus, InvalidatedCache, publishInvalidation } from "@unimatrix/service-kit/bus";
+import type { Clock } from "@unimatrix/service-kit/clock";
 import type { Logger } from "pino";
 import type { AccessLevel } from "../rules/access";
-import type { DroneActor } from "./access";
 import type { ResolvedToken } from "./rows";
+
+/** The drone a drone-session principal acts as, with what visibility depends on. */
+export interface DroneActor {
+  readonly id: string;
+  readonly label: string;
+  readonly roleName: string;
+  readonly canBroadcast: boolean;
+  readonly receivesAllDirect: boolean;
+  /** Whether its role is a human seat (its replies answer questions). */
+  readonly humanSeat: boolean;
+}
 
 /** The bus channel every cube replica's auth caches listen on (payload: space-separated tags). */
 export const AUTH_CHANNEL = "cube-auth";

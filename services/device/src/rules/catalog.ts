@@ -1,7 +1,7 @@
 /** The closed sets of the device context: platforms, device statuses and audited events. */
 import type { AuditEventType } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
 import { DevicePlatform, DeviceStatus } from "@unimatrix/contracts/unimatrix/device/v1/types_pb";
-import { InvalidArgumentError } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 
 /** Stored platform names by wire value. */
 export const PLATFORMS = {

@@ -6,7 +6,7 @@ import {
   NotificationKind,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { DomainError } from "@unimatrix/service-kit";
+import { DomainError } from "@unimatrix/service-kit/errors";
 import { toStatus } from "@unimatrix/service-kit/grpc";
 import { follow } from "../follow";
 import { activityStep } from "./push";

@@ -1,8 +1,8 @@
 import type { Logger } from "pino";
-import type { Bus } from "./bus/bus";
-import { InProcessBus } from "./bus/bus";
-import type { CommonConfig } from "./runtime";
-import { type ServiceManifest, type StartServiceOptions, startService } from "./service";
+import type { Bus } from "../bus/bus";
+import { InProcessBus } from "../bus/bus";
+import type { CommonConfig } from "./deps";
+import { type ServiceManifest, type StartServiceOptions, startService } from "./manifest";
 
 /** Anything a system starts: it listens on a port and stops. */
 export interface Startable {
