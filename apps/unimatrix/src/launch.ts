@@ -3,7 +3,6 @@ import { createLogger } from "@unimatrix/service-kit/logger";
 import { type Endpoint, resolveOperatorToken, startParts } from "@unimatrix/service-kit/service";
 import { SERVICE_NAMES, serviceEntry } from "./services";
 
-export { SERVICE_NAMES, SERVICES, type ServiceName } from "./services";
 export type { Endpoint };
 
 /** A running set of services. */

@@ -109,10 +109,6 @@ export async function newClient(h: Replica, userToken: string, name: string) {
   return { id: res.client?.id as string, token: res.token };
 }
 
-let keys = 0;
-/** A fresh request key. */
-export const requestKey = () => `00000000-0000-4000-8000-${(++keys).toString(16).padStart(12, "0")}`;
-
 /** A cube created by `token` with one default worker role that can broadcast. */
 export async function newCube(h: Replica, token: string, name = "cube", roleOverrides: Record<string, unknown> = {}) {
   const { cube } = await h.cube.createCube(

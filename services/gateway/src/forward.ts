@@ -25,7 +25,7 @@ export interface ForwardDeps {
 }
 
 /** Any error on the way as a Connect error with the same code (the codes are gRPC's). */
-export function toConnectError(error: unknown): ConnectError {
+function toConnectError(error: unknown): ConnectError {
   const answer = asConnectError(error);
   recordOutcome(codeToString(answer.code));
   return answer;
@@ -48,10 +48,10 @@ export async function chargeAddress(limiter: RateLimiter, address: string): Prom
 }
 
 /** RPCs that carry their credential in the body (an enroll token): forwarded without a principal. */
-export const BODY_CREDENTIAL_METHODS = new Set(["unimatrix.device.v1.DeviceService.EnrollDevice"]);
+const BODY_CREDENTIAL_METHODS = new Set(["unimatrix.device.v1.DeviceService.EnrollDevice"]);
 
 /** Authenticates the caller of a Connect call and charges its rate limit. */
-export async function callerOf(deps: ForwardDeps, ctx: HandlerContext): Promise<EdgeCaller> {
+async function callerOf(deps: ForwardDeps, ctx: HandlerContext): Promise<EdgeCaller> {
   const caller = await deps.auth.authenticate(ctx.requestHeader.get("authorization"), () =>
     chargeAddress(deps.limiter, ctx.values.get(PEER)),
   );
@@ -79,7 +79,7 @@ export function upstreamMetadata(
 }
 
 /** Call options for the upstream: the signed principal, the request id, deadline and cancellation. */
-export function upstreamOptions(deps: ForwardDeps, caller: EdgeCaller, ctx: HandlerContext) {
+function upstreamOptions(deps: ForwardDeps, caller: EdgeCaller, ctx: HandlerContext) {
   const metadata = upstreamMetadata(deps.internalKey, caller.principal, ctx.requestHeader.get(REQUEST_ID_HEADER));
   const timeoutMs = ctx.timeoutMs();
   return { metadata, deadline: timeoutMs ?? deps.defaultTimeoutMs, signal: ctx.signal };

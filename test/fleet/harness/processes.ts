@@ -5,9 +5,9 @@ import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/
 import { createClient } from "@unimatrix/service-kit/grpc";
 
 /** The repository root (this file is test/fleet/harness/processes.ts). */
-export const REPO_ROOT = join(__dirname, "..", "..", "..");
+const REPO_ROOT = join(__dirname, "..", "..", "..");
 /** The compiled launcher every fleet process runs (`npm run build` makes it). */
-export const LAUNCHER = join(REPO_ROOT, "apps", "unimatrix", "dist", "main.js");
+const LAUNCHER = join(REPO_ROOT, "apps", "unimatrix", "dist", "main.js");
 
 /** The services a fleet process can run. */
 export type ServiceKind = "cube" | "device" | "presence" | "gateway";

@@ -19,7 +19,7 @@ import type { ActivityFeed } from "./feed";
 import { type Event, StreamSink } from "./sink";
 
 /** Most open streams per credential (`credentialKey`: a drone session counts against its client), fleet-wide. */
-export const MAX_STREAMS_PER_CREDENTIAL = 10;
+const MAX_STREAMS_PER_CREDENTIAL = 10;
 
 /**
  * The SubscribeActivity server stream. Open streams per credential are counted by `counter`

@@ -11,7 +11,7 @@ export const WRITE = 2;
 export const MANAGE = 3;
 
 /** Lower-case name of an access level. */
-export function levelName(level: number): string {
+function levelName(level: number): string {
   return ["none", "read", "write", "manage"][level] ?? "unknown";
 }
 

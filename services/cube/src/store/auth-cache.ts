@@ -17,9 +17,9 @@ export interface DroneActor {
 }
 
 /** The bus channel every cube replica's auth caches listen on (payload: space-separated tags). */
-export const AUTH_CHANNEL = "cube-auth";
+const AUTH_CHANNEL = "cube-auth";
 /** Most age of a cached token or access while the bus is healthy (a lost invalidation heals by then). */
-export const AUTH_CACHE_MAX_AGE_MS = 60_000;
+const AUTH_CACHE_MAX_AGE_MS = 60_000;
 /**
  * Most age while the bus is down, when invalidations can be missed: the revocation bound the edge
  * already had (`GATEWAY_AUTH_CACHE_MS` is at most 5 s).

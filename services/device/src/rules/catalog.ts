@@ -49,7 +49,7 @@ export const AUDIT_TYPES = [
 export type AuditType = (typeof AUDIT_TYPES)[number];
 
 /** The stored name of a wire audit type (the enum lists AUDIT_TYPES in order from 1), or null. */
-export function auditTypeOf(value: AuditEventType): AuditType | null {
+function auditTypeOf(value: AuditEventType): AuditType | null {
   return AUDIT_TYPES[value - 1] ?? null;
 }
 

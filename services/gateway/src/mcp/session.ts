@@ -20,7 +20,7 @@ export interface UnreadPage {
 }
 
 /** How many unread items one read returns by default ("an ordinary absence" in one call). */
-export const UNREAD_PAGE = 300;
+const UNREAD_PAGE = 300;
 
 /** What a session needs from the gateway. */
 export interface McpSessionDeps {
