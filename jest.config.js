@@ -22,8 +22,10 @@ module.exports = {
   transform: { "^.+\\.ts$": swc },
   moduleNameMapper: {
     "^@unimatrix/contracts/(.*)$": "<rootDir>/proto/gen/$1",
-    "^@unimatrix/service-kit$": "<rootDir>/packages/service-kit/src/index.ts",
-    "^@unimatrix/service-kit/(grpc|store|bus|auth|testing)$": "<rootDir>/packages/service-kit/src/$1/index.ts",
+    // The kit's subpaths (its package.json `exports`): a folder's index, or a single file.
+    "^@unimatrix/service-kit/(auth|bus|grpc|observe|rules|service|store|testing)$":
+      "<rootDir>/packages/service-kit/src/$1/index.ts",
+    "^@unimatrix/service-kit/(clock|config|errors|logger)$": "<rootDir>/packages/service-kit/src/$1.ts",
     [`^@unimatrix/(${services.map((s) => s.name).join("|")})$`]: "<rootDir>/services/$1/src/index.ts",
     "^@unimatrix/app$": "<rootDir>/apps/unimatrix/src/services.ts",
   },

@@ -3,7 +3,6 @@
 // (scripts/ensure-built.mjs) knows it is current.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -14,8 +13,9 @@ export const BUILD_STAMP = join(root, "node_modules", ".cache", "unimatrix", "bu
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   execFileSync(process.execPath, [join(root, "services", "gateway", "scripts", "build-web.mjs")], { stdio: "inherit" });
-  const require = createRequire(join(root, "packages", "service-kit", "package.json"));
-  require(join(root, "packages", "service-kit", "dist", "store", "index.js")).prepareEmbeddedTemplate();
+  // The built kit, through its public `/store` entry (the workspace link in node_modules).
+  const { prepareEmbeddedTemplate } = await import("@unimatrix/service-kit/store");
+  prepareEmbeddedTemplate();
   mkdirSync(dirname(BUILD_STAMP), { recursive: true });
   writeFileSync(BUILD_STAMP, `${new Date().toISOString()}\n`);
 }

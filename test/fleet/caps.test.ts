@@ -1,6 +1,6 @@
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { createClient } from "@unimatrix/service-kit";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import { Fleet, type Targets } from "./harness/fleet";
 import { activityClient, bearer, ROUND_ROBIN } from "./harness/grpc";
 import { poll } from "./harness/processes";

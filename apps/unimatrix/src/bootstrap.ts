@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from "node:util";
-import { commonEnv, readConfig, resolveOperatorToken } from "@unimatrix/service-kit";
+import { commonEnv, readConfig } from "@unimatrix/service-kit/config";
+import { resolveOperatorToken } from "@unimatrix/service-kit/service";
 import { seedTenant } from "@unimatrix/service-kit/testing";
 
 /**

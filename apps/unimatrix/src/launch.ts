@@ -1,14 +1,8 @@
-import {
-  commonEnv,
-  createLogger,
-  type Endpoint,
-  readConfig,
-  resolveOperatorToken,
-  startParts,
-} from "@unimatrix/service-kit";
+import { commonEnv, readConfig } from "@unimatrix/service-kit/config";
+import { createLogger } from "@unimatrix/service-kit/logger";
+import { type Endpoint, resolveOperatorToken, startParts } from "@unimatrix/service-kit/service";
 import { SERVICE_NAMES, serviceEntry } from "./services";
 
-export { SERVICE_NAMES, SERVICES, type ServiceName } from "./services";
 export type { Endpoint };
 
 /** A running set of services. */

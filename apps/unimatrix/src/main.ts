@@ -1,6 +1,9 @@
 #!/usr/bin/env node
 import { performance } from "node:perf_hooks";
-import { ConfigError, createLogger, startTracing, stopOnSignals, stopTracing } from "@unimatrix/service-kit";
+import { ConfigError } from "@unimatrix/service-kit/config";
+import { createLogger } from "@unimatrix/service-kit/logger";
+import { startTracing, stopTracing } from "@unimatrix/service-kit/observe";
+import { stopOnSignals } from "@unimatrix/service-kit/service";
 import { EMBEDDED_STORE_DIR, formerEmbeddedStores } from "@unimatrix/service-kit/store";
 import { launch } from "./launch";
 import { SERVICE_NAMES } from "./services";

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-import { commonEnv, migrateDatabase, openDatabase, readConfig } from "@unimatrix/service-kit";
+import { commonEnv, readConfig } from "@unimatrix/service-kit/config";
+import { migrateDatabase, openDatabase } from "@unimatrix/service-kit/store";
 import { SERVICES } from "./services";
 
 /** Each service's migrations: its exported migrationsDir, for the services that own a store. */

@@ -4,7 +4,10 @@ import { cubeEnv, migrationsDir as cubeMigrations, startCube } from "@unimatrix/
 import { deviceEnv, migrationsDir as deviceMigrations, startDevice } from "@unimatrix/device";
 import { gatewayEnv, startGateway } from "@unimatrix/gateway";
 import { presenceEnv, migrationsDir as presenceMigrations, startPresence } from "@unimatrix/presence";
-import { type EnvVar, readConfig, resolveInternalKey, type SystemPart } from "@unimatrix/service-kit";
+import { type EnvVar, readConfig } from "@unimatrix/service-kit/config";
+import { resolveInternalKey, type SystemPart } from "@unimatrix/service-kit/service";
+
+export { internalMethods, PUBLIC_SERVICES, publicMethods } from "./rpcs";
 
 /** One entry of `services.json`: the list the scripts (generate, bench, jest) read too. */
 export interface ServiceListing {
@@ -35,8 +38,8 @@ export interface ServiceEntry extends ServiceListing {
 }
 
 /**
- * How each listed service is started. Transition: until each service exports its manifest these
- * call its `start<Name>`; then an entry becomes `manifestPart(cubeService)`.
+ * How each listed service is started: its settings, its migrations, and a system part that calls
+ * the service's own `start<Name>` with the ports read from `env`.
  */
 const STARTERS: Record<string, Omit<ServiceEntry, keyof ServiceListing>> = {
   cube: {

@@ -7,9 +7,11 @@ import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity
 import { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
 import { startCube } from "@unimatrix/cube";
 import { startDevice } from "@unimatrix/device";
-import { type Principal, type RunningService, silentLogger } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
 import { InProcessBus } from "@unimatrix/service-kit/bus";
 import { createClient } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
+import type { RunningService } from "@unimatrix/service-kit/service";
 import { formerEmbeddedStores, openDatabase } from "@unimatrix/service-kit/store";
 import { asBearer, asPrincipal, expectStatus, TEST_INTERNAL_KEY, testConfig } from "@unimatrix/service-kit/testing";
 

@@ -5,8 +5,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { createLogger } from "@unimatrix/service-kit";
 import { GrpcHost } from "@unimatrix/service-kit/grpc";
+import { createLogger } from "@unimatrix/service-kit/logger";
 
 const probe = join(__dirname, "..", "dist", "probe.js");
 const exec = promisify(execFile);

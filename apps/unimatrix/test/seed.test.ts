@@ -4,7 +4,9 @@ import { join } from "node:path";
 import { status } from "@grpc/grpc-js";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
-import { createClient, type RunningSystem, silentLogger, startParts } from "@unimatrix/service-kit";
+import { createClient } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
+import { type RunningSystem, startParts } from "@unimatrix/service-kit/service";
 import {
   asBearer,
   expectStatus,

@@ -3,7 +3,9 @@ import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/
 import { startCube } from "@unimatrix/cube";
 import { startDevice } from "@unimatrix/device";
 import { startPresence } from "@unimatrix/presence";
-import { type RunningService, serviceDefinition, silentLogger } from "@unimatrix/service-kit";
+import { serviceDefinition } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
+import type { RunningService } from "@unimatrix/service-kit/service";
 import { type TestSchema, testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
 
 const starters = { cube: startCube, device: startDevice, presence: startPresence };

@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 // The one list of services; importing it imports every service, which registers its variables into allEnvVars.
 import { SERVICES as LISTED } from "@unimatrix/app";
-import { allEnvVars, ConfigError, type EnvVar, readConfig } from "@unimatrix/service-kit";
+import { allEnvVars, ConfigError, type EnvVar, readConfig } from "@unimatrix/service-kit/config";
 import { defaultValues, exampleFiles, examplesDir, mergeValues, readYaml, root, templates, type Values } from "./chart";
 
 const SERVICES = LISTED.map((s) => s.name);

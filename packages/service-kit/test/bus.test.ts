@@ -1,5 +1,5 @@
 import * as net from "node:net";
-import { type Bus, busStats, InProcessBus, openBus, RedisBus } from "@unimatrix/service-kit";
+import { type Bus, busStats, InProcessBus, openBus, RedisBus } from "@unimatrix/service-kit/bus";
 import { eventually, TEST_REDIS_URL, testBusPrefix } from "@unimatrix/service-kit/testing";
 import { Redis } from "ioredis";
 

@@ -1,7 +1,8 @@
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigError, commonEnv, envVar, portSchema, readConfig, resolveInternalKey } from "@unimatrix/service-kit";
+import { ConfigError, commonEnv, envVar, portSchema, readConfig } from "@unimatrix/service-kit/config";
+import { resolveInternalKey } from "@unimatrix/service-kit/service";
 
 describe("config from the environment", () => {
   it("applies documented defaults", () => {

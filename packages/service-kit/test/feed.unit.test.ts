@@ -1,5 +1,4 @@
 import {
-  encodeOnce,
   Feed,
   type FeedListener,
   FeedQueue,
@@ -7,8 +6,9 @@ import {
   InProcessBus,
   publishAfterCommit,
   publishFailures,
-  silentLogger,
-} from "@unimatrix/service-kit";
+} from "@unimatrix/service-kit/bus";
+import { encodeOnce } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
 import { eventually } from "@unimatrix/service-kit/testing";
 
 interface Item {

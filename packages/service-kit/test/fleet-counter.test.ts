@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import * as net from "node:net";
 import { join } from "node:path";
-import { RedisStreamCounter } from "@unimatrix/service-kit";
+import { RedisStreamCounter } from "@unimatrix/service-kit/bus";
 import { eventually, TEST_REDIS_URL, testBusPrefix } from "@unimatrix/service-kit/testing";
 
 const counters: RedisStreamCounter[] = [];

@@ -4,19 +4,10 @@ import { Int32ValueSchema, StringValueSchema } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import { ServerReflection } from "@unimatrix/contracts/grpc/reflection/v1/reflection_pb";
-import {
-  type CallContext,
-  createClient,
-  GrpcHost,
-  InvalidArgumentError,
-  isShutdown,
-  PRINCIPAL_HEADER,
-  type Principal,
-  principalResolver,
-  ShutdownReason,
-  signPrincipal,
-  silentLogger,
-} from "@unimatrix/service-kit";
+import { PRINCIPAL_HEADER, type Principal, principalResolver, signPrincipal } from "@unimatrix/service-kit/auth";
+import { InvalidArgumentError, isShutdown, ShutdownReason } from "@unimatrix/service-kit/errors";
+import { type CallContext, createClient, GrpcHost } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
 import { eventually, TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
 import { EchoService } from "./fixtures/echo-service";
 

@@ -11,7 +11,7 @@ import {
   signPrincipal,
   verifyPrincipal,
   verifySecret,
-} from "@unimatrix/service-kit";
+} from "@unimatrix/service-kit/auth";
 
 const KEY = "k".repeat(40);
 const drone: Principal = {

@@ -1,5 +1,5 @@
-import { silentLogger } from "@unimatrix/service-kit";
 import { type Bus, InProcessBus, InvalidatedCache, publishInvalidation } from "@unimatrix/service-kit/bus";
+import { silentLogger } from "@unimatrix/service-kit/logger";
 
 /** An in-process bus whose health and reconnects the test decides. */
 class SwitchedBus implements Bus {

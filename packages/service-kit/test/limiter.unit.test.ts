@@ -1,5 +1,5 @@
 import { status } from "@grpc/grpc-js";
-import { LocalStreamCounter, StreamLimiter } from "@unimatrix/service-kit";
+import { LocalStreamCounter, StreamLimiter } from "@unimatrix/service-kit/bus";
 import { expectStatus } from "@unimatrix/service-kit/testing";
 
 describe("StreamLimiter", () => {

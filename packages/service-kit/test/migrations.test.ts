@@ -3,7 +3,13 @@ import { cpSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { applyMigrations, type Database, openDatabase, readMigrations, type SqlSession } from "@unimatrix/service-kit";
+import {
+  applyMigrations,
+  type Database,
+  openDatabase,
+  readMigrations,
+  type SqlSession,
+} from "@unimatrix/service-kit/store";
 import { type TestSchema, testSchema } from "@unimatrix/service-kit/testing";
 import pg from "pg";
 

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { create, type DescField, getOption, hasOption } from "@bufbuild/protobuf";
 import { status } from "@grpc/grpc-js";
+import { publicMethods } from "@unimatrix/app";
 import { field as fieldRules } from "@unimatrix/contracts/buf/validate/validate_pb";
 import {
   AppendEntryRequestSchema,
@@ -16,7 +17,7 @@ import {
   ListAuditEventsRequestSchema,
 } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
 import { LinkRequestSchema } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import { DomainError } from "@unimatrix/service-kit";
+import { DomainError } from "@unimatrix/service-kit/errors";
 import {
   CONTRACT_PATTERNS,
   checkRequest,
@@ -24,7 +25,6 @@ import {
   stringLimits,
   UndecodableRequest,
 } from "@unimatrix/service-kit/grpc";
-import { publicMethods } from "@unimatrix/service-kit/testing";
 
 const ROOT = join(__dirname, "..", "..", "..");
 const CUBE = "0e8b1f62-7a4b-4c9e-9a3e-4b2f1c0d9e8a";

@@ -1,12 +1,6 @@
 import { status } from "@grpc/grpc-js";
-import {
-  InvalidArgumentError,
-  optionalUuid,
-  PageTokens,
-  pageSize,
-  requireText,
-  requireUuid,
-} from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
+import { optionalUuid, PageTokens, pageSize, requireUuid } from "@unimatrix/service-kit/rules";
 import { expectStatus } from "@unimatrix/service-kit/testing";
 
 const KEY = "unit-test-key-0123456789abcdef0123456789";
@@ -56,36 +50,6 @@ describe("pageSize", () => {
   it("negative or fractional is INVALID_ARGUMENT naming the field", () => {
     expect(refusal(() => pageSize("page_size", -1))).toBe("page_size: must not be negative");
     expect(refusal(() => pageSize("limit", 1.5))).toBe("limit: must be a whole number");
-  });
-});
-
-describe("requireText", () => {
-  it("accepts text with newlines and tabs within the byte limit", () => {
-    expect(requireText("message", "line one\n\tline two", { maxBytes: 100 })).toBe("line one\n\tline two");
-    expect(requireText("message", "é".repeat(50), { maxBytes: 100 })).toHaveLength(50);
-  });
-
-  it("counts UTF-8 bytes, not characters", () => {
-    expect(refusal(() => requireText("message", "é".repeat(51), { maxBytes: 100 }))).toBe(
-      "message: must be at most 100 bytes",
-    );
-  });
-
-  it("refuses NUL, other control characters and lone surrogates", () => {
-    for (const bad of ["a\u0000b", "a\u0007b", "a\u001bb", "a\u007fb", "a\u0085b"]) {
-      expect(refusal(() => requireText("name", bad, { maxBytes: 100 }))).toBe(
-        "name: must not contain control characters",
-      );
-    }
-    expect(refusal(() => requireText("name", "a\ud800b", { maxBytes: 100 }))).toBe("name: must be valid Unicode text");
-  });
-
-  it("empty is refused unless optional; single-line fields refuse line breaks", () => {
-    expect(refusal(() => requireText("name", "  ", { maxBytes: 10 }))).toBe("name: is required");
-    expect(requireText("name", "", { maxBytes: 10, optional: true })).toBe("");
-    expect(refusal(() => requireText("name", "a\nb", { maxBytes: 10, multiline: false }))).toBe(
-      "name: must be a single line",
-    );
   });
 });
 

@@ -4,15 +4,11 @@ import { create } from "@bufbuild/protobuf";
 import { Int32ValueSchema } from "@bufbuild/protobuf/wkt";
 import type * as grpc from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
-import {
-  defineService,
-  isShutdown,
-  readConfig,
-  ShutdownReason,
-  silentLogger,
-  startService,
-} from "@unimatrix/service-kit";
+import { readConfig } from "@unimatrix/service-kit/config";
+import { isShutdown, ShutdownReason } from "@unimatrix/service-kit/errors";
 import { type CallContext, createClient, route, type ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
+import { defineService, startService } from "@unimatrix/service-kit/service";
 import {
   asBearer,
   eventually,

@@ -1,15 +1,15 @@
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
+import { credentialKey } from "@unimatrix/service-kit/auth";
 import {
   AlreadyExistsError,
-  credentialKey,
   InvalidArgumentError,
   NotFoundError,
   ShutdownReason,
   StoreAnomalyError,
-  silentLogger,
-  toStatus,
   UnavailableError,
-} from "@unimatrix/service-kit";
+} from "@unimatrix/service-kit/errors";
+import { toStatus } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
 
 function serviceError(code: status, details: string): ServiceError {
   return Object.assign(new Error(`${code} ${details}`), { code, details, metadata: new Metadata() });

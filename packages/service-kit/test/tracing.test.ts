@@ -1,7 +1,7 @@
 // Tracing set up in this process: server spans continue the caller's trace, log lines written
 // inside a span carry its ids, and spans reach a recording processor.
 import { Writable } from "node:stream";
-import { activeTraceFields, runInSpan, startServerSpan } from "@unimatrix/service-kit";
+import { activeTraceFields, runInSpan, startServerSpan } from "@unimatrix/service-kit/observe";
 import { recordSpans } from "@unimatrix/service-kit/testing";
 import pino from "pino";
 

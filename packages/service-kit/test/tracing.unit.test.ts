@@ -1,4 +1,10 @@
-import { activeTraceFields, otlpConfigured, runInSpan, startServerSpan, traceIdOf } from "@unimatrix/service-kit";
+import {
+  activeTraceFields,
+  otlpConfigured,
+  runInSpan,
+  startServerSpan,
+  traceIdOf,
+} from "@unimatrix/service-kit/observe";
 
 describe("tracing configuration", () => {
   it("exports only when the standard OTLP endpoint variables are set, and never when disabled", () => {

@@ -1,4 +1,5 @@
-import { envVar, isGrpcTarget, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit";
+import { envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit/config";
+import { isGrpcTarget } from "@unimatrix/service-kit/grpc";
 import { z } from "zod";
 
 /** A gRPC target grpc-js can dial (`host:port`, `[::1]:7003`, `dns:///host:port`, `ipv4:a:p,b:p`), optional. */

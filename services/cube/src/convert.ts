@@ -36,8 +36,8 @@ import {
   type UserSchema,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { InvalidArgumentError } from "@unimatrix/service-kit";
 import { principalKindOf } from "@unimatrix/service-kit/auth";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import { encodeCursor } from "./rules/cursor";
 import type { TakeOverDecision } from "./rules/lease";
 import { noticeText } from "./rules/preview";
@@ -146,7 +146,7 @@ const SEAT_STATES: Record<string, SeatState> = {
 };
 
 /** A stored seat state (null: never set). */
-export function seatStateToWire(state: string | null): SeatState {
+function seatStateToWire(state: string | null): SeatState {
   return SEAT_STATES[state ?? ""] ?? SeatState.UNSPECIFIED;
 }
 
@@ -231,7 +231,7 @@ const NOTIFICATION_KINDS: Record<string, NotificationKind> = {
 };
 
 /** A notification (to one drone). */
-export function notificationToWire(row: ActivityRow): MessageInitShape<typeof NotificationSchema> {
+function notificationToWire(row: ActivityRow): MessageInitShape<typeof NotificationSchema> {
   return {
     id: row.id,
     cubeId: row.cubeId,

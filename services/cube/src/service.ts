@@ -3,16 +3,16 @@ import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { NoticeService } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
-import {
-  defineService,
-  observeFeed,
-  type StartedService,
-  type StartServiceOptions,
-  startService,
-} from "@unimatrix/service-kit";
 import { principalResolver } from "@unimatrix/service-kit/auth";
 import { openStreamCounter, RedisStreamCounter } from "@unimatrix/service-kit/bus";
 import { route } from "@unimatrix/service-kit/grpc";
+import { observeFeed } from "@unimatrix/service-kit/observe";
+import {
+  defineService,
+  type StartedService,
+  type StartServiceOptions,
+  startService,
+} from "@unimatrix/service-kit/service";
 import { rawQuery } from "@unimatrix/service-kit/store";
 import { type CubeConfig, cubeEnv, readCubeConfig } from "./config";
 import { activityHandlers } from "./handlers/activity";

@@ -1,7 +1,7 @@
 import * as net from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import type { SubscribeActivityResponse } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { createClient } from "@unimatrix/service-kit";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import { asBearer, eventually } from "@unimatrix/service-kit/testing";
 import { type Harness, newClient, newCube, newTenant, post, type Replica, seat, startHarness } from "./harness";
 

@@ -6,7 +6,7 @@ import {
   SeatState,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { ManualClock } from "@unimatrix/service-kit";
+import { ManualClock } from "@unimatrix/service-kit/clock";
 import { asBearer, eventually, expectStatus } from "@unimatrix/service-kit/testing";
 import {
   CubeAccess,

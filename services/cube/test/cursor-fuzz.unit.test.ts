@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import fc from "fast-check";
 import { decodeCursor, encodeCursor } from "../src/rules/cursor";
 import { OffsetPages } from "../src/rules/paging";

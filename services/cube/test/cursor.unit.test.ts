@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { status } from "@grpc/grpc-js";
-import { DomainError, InvalidArgumentError } from "@unimatrix/service-kit";
+import { DomainError, InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import { cursorPosition, decodeCursor, encodeCursor } from "../src/rules/cursor";
 
 const cube = randomUUID();

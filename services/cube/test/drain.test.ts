@@ -5,7 +5,7 @@ import {
   ActivityService,
   type SubscribeActivityResponse,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { createClient } from "@unimatrix/service-kit";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import { asBearer, eventually, testConfig } from "@unimatrix/service-kit/testing";
 import { startCube } from "../src/service";
 import { type Harness, newClient, newCube, newTenant, OPERATOR_TOKEN, post, seat, startHarness } from "./harness";

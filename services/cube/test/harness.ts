@@ -2,7 +2,7 @@ import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { CubeAccess, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import type { Clock } from "@unimatrix/service-kit";
+import type { Clock } from "@unimatrix/service-kit/clock";
 import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
 import { asBearer, seedTenant, testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
 import pg from "pg";
@@ -108,10 +108,6 @@ export async function newClient(h: Replica, userToken: string, name: string) {
   const res = await h.identity.issueClient({ name }, asBearer(userToken));
   return { id: res.client?.id as string, token: res.token };
 }
-
-let keys = 0;
-/** A fresh request key. */
-export const requestKey = () => `00000000-0000-4000-8000-${(++keys).toString(16).padStart(12, "0")}`;
 
 /** A cube created by `token` with one default worker role that can broadcast. */
 export async function newCube(h: Replica, token: string, name = "cube", roleOverrides: Record<string, unknown> = {}) {

@@ -6,7 +6,7 @@ import {
   TakeOverOutcome,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { ClaimState } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { ManualClock } from "@unimatrix/service-kit";
+import { ManualClock } from "@unimatrix/service-kit/clock";
 import { asBearer, expectStatus } from "@unimatrix/service-kit/testing";
 import { type Harness, newClient, newCube, newTenant, post, type Replica, seat, startHarness } from "./harness";
 

@@ -1,5 +1,5 @@
 import { NotificationKind } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { ManualClock } from "@unimatrix/service-kit";
+import { ManualClock } from "@unimatrix/service-kit/clock";
 import { asBearer } from "@unimatrix/service-kit/testing";
 import { CubeAccess, grant, type Harness, newClient, newCube, newTenant, post, seat, startHarness } from "./harness";
 

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { status } from "@grpc/grpc-js";
 import { NoticeService, type WatchNoticesResponse } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
-import { ManualClock } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { ManualClock } from "@unimatrix/service-kit/clock";
 import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
 import { asBearer, asPrincipal, eventually, expectStatus, TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
 import {

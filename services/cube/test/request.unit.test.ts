@@ -3,7 +3,7 @@ import { status } from "@grpc/grpc-js";
 import { AppendEntryRequestSchema } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CreateRoleRequestSchema } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { DomainError } from "@unimatrix/service-kit";
+import { DomainError } from "@unimatrix/service-kit/errors";
 import { checkRequest } from "@unimatrix/service-kit/grpc";
 import { validRequest } from "@unimatrix/service-kit/testing";
 import { checkEntry } from "../src/rules/entry";

@@ -2,7 +2,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { status } from "@grpc/grpc-js";
 import { AttachSeatOutcome } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { DronePosture } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { ManualClock } from "@unimatrix/service-kit";
+import { ManualClock } from "@unimatrix/service-kit/clock";
 import { asBearer, expectStatus } from "@unimatrix/service-kit/testing";
 import { CubeAccess, grant, type Harness, newClient, newCube, newTenant, post, seat, startHarness } from "./harness";
 

@@ -16,8 +16,8 @@ import { DeviceService } from "@unimatrix/contracts/unimatrix/device/v1/device_s
 import { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
 import { PlacementService } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
 import { DevicePlatform } from "@unimatrix/contracts/unimatrix/device/v1/types_pb";
-import { commonEnv, readConfig } from "@unimatrix/service-kit";
 import { type Principal, signPrincipal } from "@unimatrix/service-kit/auth";
+import { commonEnv, readConfig } from "@unimatrix/service-kit/config";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import { bench, floorClient } from "@unimatrix/service-kit/testing";
 import pg from "pg";

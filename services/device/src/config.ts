@@ -1,4 +1,11 @@
-import { type ConfigOf, envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit";
+import {
+  type ConfigOf,
+  envVar,
+  millisSchema,
+  portSchema,
+  readConfig,
+  registerEnv,
+} from "@unimatrix/service-kit/config";
 
 /** Variables only the device service reads. */
 export const deviceEnv = registerEnv({

@@ -3,43 +3,31 @@ import { AuditService } from "@unimatrix/contracts/unimatrix/device/v1/audit_ser
 import { DeviceService } from "@unimatrix/contracts/unimatrix/device/v1/device_service_pb";
 import { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
 import { PlacementService } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
+import { principalResolver } from "@unimatrix/service-kit/auth";
+import { route } from "@unimatrix/service-kit/grpc";
 import {
-  type Clock,
   defineService,
   type StartedService,
   type StartServiceOptions,
   startService,
-} from "@unimatrix/service-kit";
-import { principalResolver } from "@unimatrix/service-kit/auth";
-import { route } from "@unimatrix/service-kit/grpc";
+} from "@unimatrix/service-kit/service";
 import { PrismaClient } from "../generated/prisma/client";
 import { type DeviceConfig, deviceEnv, readDeviceConfig } from "./config";
 import { auditHandlers } from "./handlers/audit";
+import type { DeviceDeps } from "./handlers/deps";
 import { deviceHandlers } from "./handlers/devices";
 import { enrollmentHandlers } from "./handlers/enrollment";
 import { placementHandlers } from "./handlers/placement";
 import { NotePublisher } from "./live/notes";
 import { leaseSweeper } from "./live/sweeper";
-import { type DevicePageTokens, devicePageTokens } from "./rules/paging";
+import { devicePageTokens } from "./rules/paging";
 import { authenticateDevice } from "./store/devices";
-import type { Db } from "./store/rows";
 
 /** The service's SQL migrations (Prisma layout), found from src/ and dist/ alike. */
 export const migrationsDir = join(__dirname, "..", "prisma", "migrations");
 
 /** The name of the expired-lease sweep among the service's background jobs. */
 export const LEASE_SWEEP = "lease-sweep";
-
-/** What every handler of the device service is built from. */
-export interface DeviceDeps {
-  readonly db: Db;
-  readonly clock: Clock;
-  readonly publisher: NotePublisher;
-  /** The sealed page tokens of the three lists. */
-  readonly pages: DevicePageTokens;
-  /** Connection lease lifetime, whole seconds. */
-  readonly leaseSeconds: number;
-}
 
 /**
  * The device service. Callers are a gateway-signed principal, the operator token, or a device's

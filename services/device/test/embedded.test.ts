@@ -10,8 +10,8 @@ import {
 } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
 import { DevicePlatform } from "@unimatrix/contracts/unimatrix/device/v1/types_pb";
 import { startDevice } from "@unimatrix/device";
-import { ManualClock } from "@unimatrix/service-kit";
 import { InProcessBus } from "@unimatrix/service-kit/bus";
+import { ManualClock } from "@unimatrix/service-kit/clock";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import { testConfig } from "@unimatrix/service-kit/testing";
 import { as, newPublicKey, tenant } from "./harness";

@@ -6,9 +6,9 @@ import { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enro
 import { PlacementService } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
 import { DevicePlatform } from "@unimatrix/contracts/unimatrix/device/v1/types_pb";
 import { type RunningDevice, startDevice } from "@unimatrix/device";
-import { ManualClock } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import { type Bus, openBus } from "@unimatrix/service-kit/bus";
+import { ManualClock } from "@unimatrix/service-kit/clock";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import type { SqlSession } from "@unimatrix/service-kit/store";
 import {

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { status } from "@grpc/grpc-js";
+import { PUBLIC_SERVICES } from "@unimatrix/app";
 import { createClient } from "@unimatrix/service-kit/grpc";
-import { expectStatus, PUBLIC_SERVICES, validRequest } from "@unimatrix/service-kit/testing";
+import { expectStatus, validRequest } from "@unimatrix/service-kit/testing";
 import { as, count, type Harness, OPERATOR, startHarness, tenant } from "./harness";
 
 /** RPCs whose request carries its own credential and need no caller principal. */

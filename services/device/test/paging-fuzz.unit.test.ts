@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import fc from "fast-check";
 import { auditFilters, deviceFilters, devicePageTokens } from "../src/rules/paging";
 

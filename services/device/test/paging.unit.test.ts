@@ -1,5 +1,5 @@
 import { status } from "@grpc/grpc-js";
-import { PageTokens } from "@unimatrix/service-kit";
+import { PageTokens } from "@unimatrix/service-kit/rules";
 import { auditFilters, deviceFilters, devicePageTokens, pageOf } from "../src/rules/paging";
 import { DEVICE, NOW, refusal } from "./rows";
 

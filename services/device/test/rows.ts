@@ -1,5 +1,5 @@
 /** Row factories and a throw catcher for the in-process (unit) tests: no database, no bus. */
-import { DomainError } from "@unimatrix/service-kit";
+import { DomainError } from "@unimatrix/service-kit/errors";
 import type { DeviceRow, EnrollTokenRow, PlacementRow } from "../src/store/rows";
 
 export const TENANT = "1111abcd-1ef0-4111-8111-11111111beef";

@@ -16,7 +16,8 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { SERVICE_NAMES } from "@unimatrix/app";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
-import { createClient, PRINCIPAL_HEADER, signPrincipal } from "@unimatrix/service-kit";
+import { PRINCIPAL_HEADER, signPrincipal } from "@unimatrix/service-kit/auth";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import {
   bench,
   benchSeconds,

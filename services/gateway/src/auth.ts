@@ -1,18 +1,17 @@
 import { status } from "@grpc/grpc-js";
 import {
   bearerToken,
-  type Clock,
   constantTimeEquals,
-  DomainError,
-  isServiceError,
+  credentialTags,
+  expiresAtOf,
   type Principal,
   parseToken,
   principalFromMessage,
   sha256,
-  UnauthenticatedError,
-  UnavailableError,
-} from "@unimatrix/service-kit";
-import { credentialTags, expiresAtOf } from "@unimatrix/service-kit/auth";
+} from "@unimatrix/service-kit/auth";
+import type { Clock } from "@unimatrix/service-kit/clock";
+import { DomainError, UnauthenticatedError, UnavailableError } from "@unimatrix/service-kit/errors";
+import { isServiceError } from "@unimatrix/service-kit/grpc";
 import type { Upstreams } from "./upstreams";
 
 /** Options of the edge authenticator. */

@@ -10,7 +10,7 @@ export interface TrustedProxies {
 }
 
 /** `::ffff:10.0.0.1` → `10.0.0.1`; other addresses unchanged. */
-export function plainAddress(address: string): string {
+function plainAddress(address: string): string {
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
   return mapped ? mapped[1]! : address;
 }

@@ -1,4 +1,5 @@
-import { envVar, isGrpcTarget, millisSchema, portSchema, registerEnv } from "@unimatrix/service-kit";
+import { envVar, millisSchema, portSchema, registerEnv } from "@unimatrix/service-kit/config";
+import { isGrpcTarget } from "@unimatrix/service-kit/grpc";
 import { z } from "zod";
 import { parseCidrs } from "./client-address";
 

@@ -1,6 +1,6 @@
 import { status } from "@grpc/grpc-js";
-import { DomainError } from "@unimatrix/service-kit";
 import { credentialTags, expiresAtOf, type Principal } from "@unimatrix/service-kit/auth";
+import { DomainError } from "@unimatrix/service-kit/errors";
 import type { EdgeAuthenticator } from "./auth";
 
 /** An open stream of an edge caller: closed (with its own final event) when its credential stops authenticating. */

@@ -1,5 +1,5 @@
 import { status } from "@grpc/grpc-js";
-import { sleep } from "@unimatrix/service-kit";
+import { sleep } from "@unimatrix/service-kit/clock";
 import { toStatus } from "@unimatrix/service-kit/grpc";
 
 /** What one upstream event means for resuming. */

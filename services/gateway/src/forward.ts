@@ -2,16 +2,11 @@ import { create, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { Metadata } from "@grpc/grpc-js";
-import {
-  PRINCIPAL_HEADER,
-  type Principal,
-  REQUEST_ID_HEADER,
-  ResourceExhaustedError,
-  requestIdFrom,
-  signPrincipal,
-  TRACEPARENT_HEADER,
-} from "@unimatrix/service-kit";
+import { PRINCIPAL_HEADER, type Principal, signPrincipal } from "@unimatrix/service-kit/auth";
+import { ResourceExhaustedError } from "@unimatrix/service-kit/errors";
 import { toStatus } from "@unimatrix/service-kit/grpc";
+import { REQUEST_ID_HEADER, requestIdFrom } from "@unimatrix/service-kit/logger";
+import { TRACEPARENT_HEADER } from "@unimatrix/service-kit/observe";
 import type { EdgeAuthenticator, EdgeCaller } from "./auth";
 import type { CredentialDoors } from "./doors";
 import type { RateLimiter } from "./rate-limit";
@@ -49,7 +44,7 @@ export function accessRevokedMessage(output: DescMessage, reason: string): unkno
 }
 
 /** Any error on the way as a Connect error with the same code (the codes are gRPC's). */
-export function toConnectError(error: unknown): ConnectError {
+function toConnectError(error: unknown): ConnectError {
   const answer = asConnectError(error);
   recordOutcome(codeToString(answer.code));
   return answer;
@@ -72,10 +67,10 @@ export async function chargeAddress(limiter: RateLimiter, address: string): Prom
 }
 
 /** RPCs that carry their credential in the body (an enroll token): forwarded without a principal. */
-export const BODY_CREDENTIAL_METHODS = new Set(["unimatrix.device.v1.DeviceService.EnrollDevice"]);
+const BODY_CREDENTIAL_METHODS = new Set(["unimatrix.device.v1.DeviceService.EnrollDevice"]);
 
 /** Authenticates the caller of a Connect call and charges its rate limit. */
-export async function callerOf(deps: ForwardDeps, ctx: HandlerContext): Promise<EdgeCaller> {
+async function callerOf(deps: ForwardDeps, ctx: HandlerContext): Promise<EdgeCaller> {
   const caller = await deps.auth.authenticate(ctx.requestHeader.get("authorization"), () =>
     chargeAddress(deps.limiter, ctx.values.get(PEER)),
   );
@@ -103,7 +98,7 @@ export function upstreamMetadata(
 }
 
 /** Call options for the upstream: the signed principal, the request id, deadline and cancellation. */
-export function upstreamOptions(deps: ForwardDeps, caller: EdgeCaller, ctx: HandlerContext) {
+function upstreamOptions(deps: ForwardDeps, caller: EdgeCaller, ctx: HandlerContext) {
   const metadata = upstreamMetadata(deps.internalKey, caller.principal, ctx.requestHeader.get(REQUEST_ID_HEADER));
   const timeoutMs = ctx.timeoutMs();
   return { metadata, deadline: timeoutMs ?? deps.defaultTimeoutMs, signal: ctx.signal };

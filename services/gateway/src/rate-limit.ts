@@ -1,4 +1,4 @@
-import { ResourceExhaustedError } from "@unimatrix/service-kit";
+import { ResourceExhaustedError } from "@unimatrix/service-kit/errors";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import type { SharedStore } from "./fleet/shared";
 

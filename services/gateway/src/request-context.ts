@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { runInSpan, type ScopedSpan } from "@unimatrix/service-kit";
+import { runInSpan, type ScopedSpan } from "@unimatrix/service-kit/observe";
 
 /** What the gateway knows of the HTTP request being served, for everything it calls on its behalf. */
 export interface RequestContext {

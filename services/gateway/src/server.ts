@@ -3,26 +3,21 @@ import type { AddressInfo } from "node:net";
 import { createContextValues } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
+import { listenCredentialNews } from "@unimatrix/service-kit/auth";
+import type { Bus } from "@unimatrix/service-kit/bus";
+import { openBus } from "@unimatrix/service-kit/bus";
+import { type Clock, systemClock } from "@unimatrix/service-kit/clock";
+import type { ConfigOf } from "@unimatrix/service-kit/config";
+import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
+import { createLogger, type Logger, REQUEST_ID_HEADER, requestIdFrom } from "@unimatrix/service-kit/logger";
 import {
-  type Bus,
-  type Clock,
-  type CommonConfig,
-  type ConfigOf,
-  createClient,
-  createLogger,
   failSpan,
-  type Logger,
-  REQUEST_ID_HEADER,
-  requestIdFrom,
   serveMetrics,
   startServerSpan,
   startTracing,
-  systemClock,
   TRACEPARENT_HEADER,
-  type TypedClient,
-} from "@unimatrix/service-kit";
-import { listenCredentialNews } from "@unimatrix/service-kit/auth";
-import { openBus } from "@unimatrix/service-kit/bus";
+} from "@unimatrix/service-kit/observe";
+import type { CommonConfig } from "@unimatrix/service-kit/service";
 import { EdgeAuthenticator } from "./auth";
 import { clientAddress } from "./client-address";
 import type { gatewayEnv } from "./config";

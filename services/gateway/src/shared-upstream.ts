@@ -1,5 +1,6 @@
 import { status } from "@grpc/grpc-js";
-import { type Principal, sleep } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import { sleep } from "@unimatrix/service-kit/clock";
 import { toStatus } from "@unimatrix/service-kit/grpc";
 import { type Followed, type FollowOptions, follow, isGoingAway } from "./follow";
 
@@ -64,7 +65,7 @@ export interface SharedUpstreamStats {
 export const MEMBER_MAX_QUEUE = 1_000;
 
 /** How often members of other credentials than the one the upstream reads as are checked without news (cached answers allowed). */
-export const MEMBER_RECHECK_MS = 10_000;
+const MEMBER_RECHECK_MS = 10_000;
 
 /** Most member checks in flight per hub. */
 const CHECKS_IN_FLIGHT = 16;
@@ -73,7 +74,7 @@ const CHECKS_IN_FLIGHT = 16;
  * Who sees the same activity stream: the sessions of one drone see what the drone sees; every
  * other principal of a tenant (user, client, operator) sees every entry and no notification.
  */
-export function viewerClass(principal: Principal): string {
+function viewerClass(principal: Principal): string {
   if (principal.kind === "drone-session") return `drone:${principal.droneId}`;
   return principal.tenantId === null ? "operator" : `tenant:${principal.tenantId}`;
 }

@@ -10,8 +10,9 @@ import {
   SubscribeActivityResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { WatchMachinesResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { DomainError, REQUEST_ID_HEADER, ResourceExhaustedError } from "@unimatrix/service-kit";
+import { DomainError, ResourceExhaustedError } from "@unimatrix/service-kit/errors";
 import { toStatus } from "@unimatrix/service-kit/grpc";
+import { REQUEST_ID_HEADER } from "@unimatrix/service-kit/logger";
 import { activityShare, activityWhat, edgeMember, mayReadCube, openActivity } from "./activity-share";
 import type { EdgeAuthenticator } from "./auth";
 import { clientAddress, type TrustedProxies } from "./client-address";

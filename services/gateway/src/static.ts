@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { extname, join, resolve, sep } from "node:path";
 
 /** Where `npm run build:web` puts the console (services/gateway/dist/console), from src/ or dist/. */
-export const CONSOLE_DIR = resolve(__dirname, "..", "dist", "console");
+const CONSOLE_DIR = resolve(__dirname, "..", "dist", "console");
 
 const TYPES: Record<string, string> = {
   ".html": "text/html; charset=utf-8",

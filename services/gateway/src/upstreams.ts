@@ -7,7 +7,7 @@ import { DeviceService } from "@unimatrix/contracts/unimatrix/device/v1/device_s
 import { EnrollmentService } from "@unimatrix/contracts/unimatrix/device/v1/enrollment_service_pb";
 import { PlacementService } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { createClient, type TypedClient } from "@unimatrix/service-kit";
+import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
 
 /** Where the gateway finds the services. */
 export interface UpstreamAddresses {

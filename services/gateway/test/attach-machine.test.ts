@@ -1,8 +1,8 @@
 import { status } from "@grpc/grpc-js";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { type RunningCube, startCube } from "@unimatrix/cube";
-import { silentLogger } from "@unimatrix/service-kit";
 import { createClient } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
 import { asBearer, expectStatus } from "@unimatrix/service-kit/testing";
 import { call, connectJson, type System, seedTenant, startSystem } from "./system";
 

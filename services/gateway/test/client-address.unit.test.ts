@@ -1,4 +1,4 @@
-import { isGrpcTarget, isRetrySafe } from "@unimatrix/service-kit";
+import { isGrpcTarget, isRetrySafe } from "@unimatrix/service-kit/grpc";
 import { clientAddress, parseCidrs } from "../src/client-address";
 
 const request = (remoteAddress: string, forwardedFor?: string) => ({

@@ -2,7 +2,7 @@ import { connect as connectTcp } from "node:net";
 import { createClient as createConnectClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
-import { PRINCIPAL_HEADER, signPrincipal } from "@unimatrix/service-kit";
+import { PRINCIPAL_HEADER, signPrincipal } from "@unimatrix/service-kit/auth";
 import { TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
 import { call, connectJson, OPERATOR_TOKEN, type System, seedTenant, startSystem } from "./system";
 

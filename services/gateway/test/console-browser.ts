@@ -8,7 +8,7 @@ import { type BrowserContext, chromium, type Page } from "playwright-core";
 export const ARTIFACTS = resolve(__dirname, "../../../test-artifacts/console");
 
 /** Debian's headless Chromium, as every console suite launches it. */
-export const CHROMIUM_ARGS = [
+const CHROMIUM_ARGS = [
   "--headless",
   "--no-sandbox",
   "--disable-gpu",
@@ -43,7 +43,7 @@ export interface AxeFinding {
  * Runs axe-core in the page (its source evaluated through the DevTools protocol, which the
  * console's CSP does not govern) and answers the serious and critical violations.
  */
-export async function seriousViolations(page: Page): Promise<AxeFinding[]> {
+async function seriousViolations(page: Page): Promise<AxeFinding[]> {
   await page.evaluate(AXE_SOURCE);
   return page.evaluate(async () => {
     const axe = (

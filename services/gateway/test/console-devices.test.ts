@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import { createClient } from "@unimatrix/service-kit";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import { eventually } from "@unimatrix/service-kit/testing";
 import type { BrowserContext, Page } from "playwright-core";
 import { ARTIFACTS, checkPage, launchChromium } from "./console-browser";

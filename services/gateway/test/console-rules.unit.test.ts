@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { CreateCubeRequestSchema } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
-import { InvalidArgumentError } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import { checkRequest } from "@unimatrix/service-kit/grpc";
 import { taxonomyKinds as serviceKinds, taxonomy as serviceTaxonomy } from "../../cube/src/rules/taxonomy";
 import { localToIso } from "../web/src/audit-page";

@@ -9,7 +9,9 @@ import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { type RunningGateway, startGateway } from "@unimatrix/gateway";
-import { createClient, readConfig, silentLogger } from "@unimatrix/service-kit";
+import { readConfig } from "@unimatrix/service-kit/config";
+import { createClient } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
 import { eventually, TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { gatewayEnv } from "../src/config";

@@ -1,7 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { CubeService, ListCubesResponseSchema } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
-import { readConfig, serviceDefinition, silentLogger } from "@unimatrix/service-kit";
+import { readConfig } from "@unimatrix/service-kit/config";
+import { serviceDefinition } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
 import { TEST_INTERNAL_KEY, testConfig } from "@unimatrix/service-kit/testing";
 import { type RunningGateway, startGateway } from "../src";
 import { gatewayEnv } from "../src/config";

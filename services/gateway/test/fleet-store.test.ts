@@ -1,5 +1,5 @@
 import { connect, createServer, type Server, type Socket } from "node:net";
-import { systemClock } from "@unimatrix/service-kit";
+import { systemClock } from "@unimatrix/service-kit/clock";
 import { eventually, TEST_REDIS_URL, testBusPrefix } from "@unimatrix/service-kit/testing";
 import { Redis } from "ioredis";
 import { SharedValues } from "../src/fleet/kv";

@@ -1,5 +1,5 @@
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import { createClient } from "@unimatrix/service-kit";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import { eventually } from "@unimatrix/service-kit/testing";
 import { EventSource } from "eventsource";
 import { call, type System, seedTenant, startSystem } from "./system";

@@ -1,10 +1,11 @@
 import * as grpc from "@grpc/grpc-js";
+import { internalMethods, publicMethods } from "@unimatrix/app";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
-import type { RunningService } from "@unimatrix/service-kit";
 import { principalFromMessage, signPrincipal } from "@unimatrix/service-kit/auth";
 import { createClient } from "@unimatrix/service-kit/grpc";
-import { internalMethods, publicMethods, TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
+import type { RunningService } from "@unimatrix/service-kit/service";
+import { TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
 import { type BadClass, badInputs, CLASSES } from "./sweep/inputs";
 import { type Answer, connectCall, grpcCall, servedByGateway } from "./sweep/transports";
 import { call, type System, seedTenant, startSystem } from "./system";

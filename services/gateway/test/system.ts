@@ -5,7 +5,9 @@ import { startCube } from "@unimatrix/cube";
 import { startDevice } from "@unimatrix/device";
 import { type RunningGateway, startGateway } from "@unimatrix/gateway";
 import { startPresence } from "@unimatrix/presence";
-import { type CommonConfig, type RunningService, readConfig, silentLogger } from "@unimatrix/service-kit";
+import { readConfig } from "@unimatrix/service-kit/config";
+import { silentLogger } from "@unimatrix/service-kit/logger";
+import type { CommonConfig, RunningService } from "@unimatrix/service-kit/service";
 import {
   TEST_INTERNAL_KEY,
   type TestSchema,

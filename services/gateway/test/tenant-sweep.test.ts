@@ -1,7 +1,8 @@
 import { toBinary, toJson } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
+import { internalMethods, publicMethods } from "@unimatrix/app";
 import { signPrincipal } from "@unimatrix/service-kit/auth";
-import { internalMethods, publicMethods, TEST_INTERNAL_KEY, validRequest } from "@unimatrix/service-kit/testing";
+import { TEST_INTERNAL_KEY, validRequest } from "@unimatrix/service-kit/testing";
 import { connectCall, grpcCall, servedByGateway } from "./sweep/transports";
 import { call, type System, seedTenant, startSystem } from "./system";
 

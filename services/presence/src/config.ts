@@ -1,12 +1,5 @@
-import {
-  commonEnv,
-  envVar,
-  isGrpcTarget,
-  millisSchema,
-  portSchema,
-  readConfig,
-  registerEnv,
-} from "@unimatrix/service-kit";
+import { commonEnv, envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit/config";
+import { isGrpcTarget } from "@unimatrix/service-kit/grpc";
 
 // The kit's schemas, so this package needs no direct zod dependency.
 /** A positive whole number (same rule as milliseconds). */

@@ -4,15 +4,6 @@ import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import {
-  defineService,
-  observeFeed,
-  PageTokens,
-  type ServiceDeps,
-  type StartedService,
-  type StartServiceOptions,
-  startService,
-} from "@unimatrix/service-kit";
-import {
   CredentialNewsBoard,
   type Principal,
   principalFromMessage,
@@ -20,6 +11,15 @@ import {
 } from "@unimatrix/service-kit/auth";
 import { openStreamCounter, RedisStreamCounter, type StreamCounter } from "@unimatrix/service-kit/bus";
 import { type CallScope, createClient, isServiceError, route, type TypedClient } from "@unimatrix/service-kit/grpc";
+import { observeFeed } from "@unimatrix/service-kit/observe";
+import { PageTokens } from "@unimatrix/service-kit/rules";
+import {
+  defineService,
+  type ServiceDeps,
+  type StartedService,
+  type StartServiceOptions,
+  startService,
+} from "@unimatrix/service-kit/service";
 import { rawQuery } from "@unimatrix/service-kit/store";
 import { PrismaClient } from "../generated/prisma/client";
 import { type PresenceConfig, presenceEnv, readPresenceConfig } from "./config";

@@ -1,7 +1,7 @@
 import * as net from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import type { WatchMachinesResponse } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { createClient } from "@unimatrix/service-kit";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import { testConfig } from "@unimatrix/service-kit/testing";
 import { type PresenceService, startPresence } from "../src";
 import { as, Collector, eventually, FAST, newTenant, openLink, describe as show, World } from "./helpers";

@@ -2,8 +2,9 @@ import { status } from "@grpc/grpc-js";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import { startCube } from "@unimatrix/cube";
-import { type RunningService, silentLogger } from "@unimatrix/service-kit";
 import { createClient } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
+import type { RunningService } from "@unimatrix/service-kit/service";
 import { asBearer, type TestSchema, testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
 import { type PresenceService, startPresence } from "../src";
 

@@ -2,7 +2,9 @@ import { status } from "@grpc/grpc-js";
 import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { type CallContext, createClient, GrpcHost, silentLogger, UnauthenticatedError } from "@unimatrix/service-kit";
+import { UnauthenticatedError } from "@unimatrix/service-kit/errors";
+import { type CallContext, createClient, GrpcHost } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
 import { eventually, type TestSchema, testBusPrefix, testConfig, testSchema } from "@unimatrix/service-kit/testing";
 import { type PresenceService, startPresence } from "../src";
 

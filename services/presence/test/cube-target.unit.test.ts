@@ -1,4 +1,4 @@
-import { ConfigError } from "@unimatrix/service-kit";
+import { ConfigError } from "@unimatrix/service-kit/config";
 import { readPresenceConfig } from "../src/config";
 
 describe("PRESENCE_CUBE_ADDRESS", () => {

@@ -1,5 +1,5 @@
-import { silentLogger } from "@unimatrix/service-kit";
 import { FeedQueue, InProcessBus } from "@unimatrix/service-kit/bus";
+import { silentLogger } from "@unimatrix/service-kit/logger";
 import { transitionSize } from "../src/convert";
 import { itemSize, type LogSource, presenceFeedSource, type WatchItem, watchFeed } from "../src/live/feed";
 import { presenceChannel } from "../src/live/signal";

@@ -1,6 +1,6 @@
 import { status } from "@grpc/grpc-js";
 import type { WatchMachinesResponse } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import type { Principal } from "@unimatrix/service-kit";
+import type { Principal } from "@unimatrix/service-kit/auth";
 import { asBearer as bearer } from "@unimatrix/service-kit/testing";
 import type { PresenceService } from "../src";
 import { as, Collector, eventually, newTenant, World } from "./helpers";

@@ -5,8 +5,8 @@ import {
   MachineService,
   type WatchMachinesResponse,
 } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { ManualClock } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { ManualClock } from "@unimatrix/service-kit/clock";
 import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
 import {
   type AsCaller,

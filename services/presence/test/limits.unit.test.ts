@@ -1,7 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
-import { DomainError } from "@unimatrix/service-kit";
 import { credentialKey, type Principal } from "@unimatrix/service-kit/auth";
+import { DomainError } from "@unimatrix/service-kit/errors";
 import { watchStreamLimiter } from "../src/live/watch";
 import { rawBearer } from "../src/rules/access";
 

@@ -9,8 +9,9 @@ import {
 } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import { type RunningCube, startCube } from "@unimatrix/cube";
-import { ManualClock, silentLogger } from "@unimatrix/service-kit";
+import { ManualClock } from "@unimatrix/service-kit/clock";
 import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
+import { silentLogger } from "@unimatrix/service-kit/logger";
 import {
   asBearer,
   asPrincipal,

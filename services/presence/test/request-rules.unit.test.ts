@@ -2,9 +2,10 @@ import { create } from "@bufbuild/protobuf";
 import { status } from "@grpc/grpc-js";
 import { LinkRequestSchema } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { RegisterMachineRequestSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { DomainError, PageTokens, pageSize, requireUuid } from "@unimatrix/service-kit";
 import { issueToken, type Principal } from "@unimatrix/service-kit/auth";
+import { DomainError } from "@unimatrix/service-kit/errors";
 import { checkRequest } from "@unimatrix/service-kit/grpc";
+import { PageTokens, pageSize, requireUuid } from "@unimatrix/service-kit/rules";
 import { requireMachine, requireTenant } from "../src/rules/access";
 import { heartbeatMissed, heartbeatSeconds, validateHello, validateLater } from "../src/rules/link";
 import {

@@ -1,5 +1,5 @@
 import { status } from "@grpc/grpc-js";
-import { DomainError, InvalidArgumentError } from "@unimatrix/service-kit";
+import { DomainError, InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import { MAX_CURSOR, parseCursor, watchStart } from "../src/rules/watch";
 
 /** The error `fn` throws, as code and message. */

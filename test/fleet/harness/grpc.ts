@@ -3,7 +3,7 @@ import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import type { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import type { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { createClient, type TypedClient } from "@unimatrix/service-kit";
+import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
 import type { Ledger } from "./ledger";
 import { pause, type StreamRecord } from "./streams";
 import type { SeededMachine } from "./world";

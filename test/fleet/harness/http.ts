@@ -1,7 +1,7 @@
 import type { Ledger } from "./ledger";
 
 /** The network error code behind a failed fetch (`ECONNREFUSED`, `ECONNRESET`, `UND_ERR_SOCKET`…). */
-export function networkCode(error: unknown): string {
+function networkCode(error: unknown): string {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   return cause?.code ?? cause?.message ?? (error as Error).message ?? String(error);
 }

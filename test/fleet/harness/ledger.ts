@@ -30,12 +30,12 @@ const SERVER_SIDE_CODES = new Set([
 ]);
 
 /** Whether a gRPC code counts as a server-side failure. */
-export function isServerSideCode(code: number): boolean {
+function isServerSideCode(code: number): boolean {
   return SERVER_SIDE_CODES.has(code);
 }
 
 /** The name of a gRPC code. */
-export function codeName(code: number): string {
+function codeName(code: number): string {
   return grpcStatus[code] ?? String(code);
 }
 

@@ -2,12 +2,12 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
-import { createClient } from "@unimatrix/service-kit";
+import { createClient } from "@unimatrix/service-kit/grpc";
 
 /** The repository root (this file is test/fleet/harness/processes.ts). */
-export const REPO_ROOT = join(__dirname, "..", "..", "..");
+const REPO_ROOT = join(__dirname, "..", "..", "..");
 /** The compiled launcher every fleet process runs (`npm run build` makes it). */
-export const LAUNCHER = join(REPO_ROOT, "apps", "unimatrix", "dist", "main.js");
+const LAUNCHER = join(REPO_ROOT, "apps", "unimatrix", "dist", "main.js");
 
 /** The services a fleet process can run. */
 export type ServiceKind = "cube" | "device" | "presence" | "gateway";

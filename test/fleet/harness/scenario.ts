@@ -2,7 +2,7 @@ import { setMaxListeners } from "node:events";
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { createClient, type TypedClient } from "@unimatrix/service-kit";
+import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
 import { Fleet } from "./fleet";
 import { appendOverConnect, followSse } from "./gateway-clients";
 import {

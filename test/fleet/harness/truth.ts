@@ -1,6 +1,6 @@
 import type { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import type { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import type { TypedClient } from "@unimatrix/service-kit";
+import type { TypedClient } from "@unimatrix/service-kit/grpc";
 import { bearer } from "./grpc";
 
 /** The cube's log after `after`, read page by page from Postgres through ReadActivity: the truth. */

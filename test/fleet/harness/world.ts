@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { FLEET_OPERATOR_TOKEN } from "./fleet";
 
 /** A Connect JSON call as any script makes it; throws on a non-200 answer. */
-export async function connectCall<T = Record<string, unknown>>(
+async function connectCall<T = Record<string, unknown>>(
   gateway: string,
   path: string,
   body: unknown,

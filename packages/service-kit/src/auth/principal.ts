@@ -30,13 +30,10 @@ export type Principal =
       readonly expiresAt?: number;
     };
 
-/** The kinds of principal. */
-export type PrincipalKind = Principal["kind"];
-
 /** Metadata key carrying a principal signed by the gateway (or another trusted caller). */
 export const PRINCIPAL_HEADER = "x-umx-principal";
 /** How long a signed principal stays valid: long enough for one call, short enough to not be worth stealing. */
-export const PRINCIPAL_TTL_MS = 60_000;
+const PRINCIPAL_TTL_MS = 60_000;
 
 interface SignedBody {
   readonly p: Principal;

@@ -1,6 +1,6 @@
 import type { Metadata } from "@grpc/grpc-js";
 import { UnauthenticatedError } from "../errors";
-import type { Authenticate, CallScope } from "../grpc/host";
+import type { Authenticate, CallScope } from "../grpc/call";
 import { bearerToken, PRINCIPAL_HEADER, type Principal, verifyPrincipal } from "./principal";
 import { constantTimeEquals, type ParsedToken, parseToken } from "./tokens";
 

@@ -72,7 +72,7 @@ export interface FeedStats {
 export const BUS_DOWN_POLL_MS = 1_000;
 
 /** The message `notify` receives after the bus reconnected (messages may have been missed). */
-export const RECONNECTED = "reconnect";
+const RECONNECTED = "reconnect";
 
 interface KeyFeed<Cursor, Item> {
   readonly key: string;

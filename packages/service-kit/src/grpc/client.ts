@@ -79,7 +79,7 @@ function linkSignal(
  * Watch: grpc-js retries a stream only before its first message, and the caller resumes from its
  * cursor after that). No write is in the list: a write whose reply was lost is not replayed blindly.
  */
-export const RETRY_SAFE_PREFIXES = ["Get", "List", "Read", "Check", "Authenticate", "Subscribe", "Watch"] as const;
+const RETRY_SAFE_PREFIXES = ["Get", "List", "Read", "Check", "Authenticate", "Subscribe", "Watch"] as const;
 /** Whole method names safe to retry that the prefixes do not cover. */
 const RETRY_SAFE_METHODS = new Set(["DronesSince"]);
 
@@ -123,7 +123,7 @@ export interface DialOptions {
  * the target resolves to, keepalive pings (so a dead peer is noticed and its calls fail over), and
  * a retry policy for UNAVAILABLE on the service's retry-safe methods (see `isRetrySafe`).
  */
-export function dialOptions(service: DescService, options: DialOptions = {}): grpc.ChannelOptions {
+function dialOptions(service: DescService, options: DialOptions = {}): grpc.ChannelOptions {
   const safe = service.methods.filter((method) => isRetrySafe(method.name));
   const serviceConfig = {
     loadBalancingConfig: [{ round_robin: {} }],

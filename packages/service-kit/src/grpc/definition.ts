@@ -3,7 +3,7 @@ import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 import { UndecodableRequest } from "./request-rules";
 
 /** The gRPC path of a method: `/<package.Service>/<Method>`. */
-export const methodPath = (service: DescService, name: string) => `/${service.typeName}/${name}`;
+const methodPath = (service: DescService, name: string) => `/${service.typeName}/${name}`;
 
 const shared = new WeakMap<object, Buffer | null>();
 

@@ -3,7 +3,7 @@ import {
   HealthCheckResponse_ServingStatus as ServingStatus,
 } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import { NotFoundError } from "../errors";
-import type { ServiceImpl } from "./host";
+import type { ServiceImpl } from "./call";
 
 /** The serving state of each service name ("" is the whole server). */
 export class HealthRegistry {

@@ -1,5 +1,6 @@
 /** `@unimatrix/service-kit/grpc`: hosting, typed clients, health, reflection, routes and the one error → status mapper. */
-export { isShutdown, ShutdownReason } from "../errors";
+export { isShutdown } from "../errors";
+export * from "./call";
 export * from "./client";
 export * from "./definition";
 export * from "./field-rules";

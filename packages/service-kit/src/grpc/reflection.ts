@@ -6,7 +6,7 @@ import type {
   ServerReflectionResponse,
   ServerReflectionResponseSchema,
 } from "@unimatrix/contracts/grpc/reflection/v1/reflection_pb";
-import type { ServiceImpl } from "./host";
+import type { ServiceImpl } from "./call";
 
 type Response = MessageInitShape<typeof ServerReflectionResponseSchema>;
 

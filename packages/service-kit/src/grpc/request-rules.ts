@@ -1,7 +1,7 @@
 import type { DescMessage, DescMethod } from "@bufbuild/protobuf";
 import { createValidator, type Violation } from "@bufbuild/protovalidate";
 import { InvalidArgumentError } from "../errors";
-import type { CallContext } from "./host";
+import type { CallContext } from "./call";
 
 /**
  * The patterns the contracts use in `string.pattern` rules, by meaning. The proto files are the

@@ -1,5 +1,6 @@
 import type { DescService } from "@bufbuild/protobuf";
-import type { GrpcHost, ServiceImpl } from "./host";
+import type { ServiceImpl } from "./call";
+import type { GrpcHost } from "./host";
 
 /** One served gRPC service: its descriptor and a FULL implementation (every RPC, streams included). */
 export interface Route<S extends DescService = DescService> {

@@ -40,7 +40,7 @@ const statusNames = Object.fromEntries(Object.entries(status).map(([name, code])
 >;
 
 /** The conventional name of a status code (`OK`, `INVALID_ARGUMENT`, …). */
-export function statusName(code: status): string {
+function statusName(code: status): string {
   return statusNames[code] ?? String(code);
 }
 

@@ -25,7 +25,7 @@ export function traceIdOf(traceparent: string | undefined): string | undefined {
 }
 
 /** The tracer of the kit's own spans (server calls, bus publishes); services may use their own. */
-export const kitTracer = () => trace.getTracer("@unimatrix/service-kit");
+const kitTracer = () => trace.getTracer("@unimatrix/service-kit");
 
 /** A span and the context that makes it the parent of what runs inside it. */
 export interface ScopedSpan {

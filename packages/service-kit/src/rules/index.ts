@@ -1,5 +1,4 @@
-/** Request checks every service shares: ids, paging, page tokens, text. */
+/** `@unimatrix/service-kit/rules`: request checks every service shares: ids, paging, sealed page tokens. */
 export * from "./ids";
 export * from "./page-tokens";
 export * from "./paging";
-export * from "./text";

@@ -16,7 +16,7 @@ const FIELD = "page_token";
 const VERSION = "umx-page-1";
 
 /** SHA-256 (base64url) of a value's JSON: the filter digest a token is bound to. */
-export function filterDigest(filter: unknown): string {
+function filterDigest(filter: unknown): string {
   return createHash("sha256")
     .update(JSON.stringify(filter ?? null))
     .digest("base64url");

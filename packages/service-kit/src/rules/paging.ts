@@ -9,7 +9,7 @@ export interface PageSizeRule {
 }
 
 /** The usual rule: 0 → 50, at most 500. */
-export const DEFAULT_PAGE_SIZE: PageSizeRule = { default: 50, max: 500 };
+const DEFAULT_PAGE_SIZE: PageSizeRule = { default: 50, max: 500 };
 
 /** A page size: 0 → the default, clamped at the max; negative or fractional is INVALID_ARGUMENT naming `field`. */
 export function pageSize(field: string, value: number, rule: PageSizeRule = DEFAULT_PAGE_SIZE): number {

@@ -21,7 +21,7 @@ export interface MigrationResult {
 }
 
 /** The table (in the service's schema) that records applied migrations. */
-export const MIGRATIONS_TABLE = "_unimatrix_migrations";
+const MIGRATIONS_TABLE = "_unimatrix_migrations";
 
 /** Reads a service's migrations, ordered by directory name (Prisma names start with a timestamp). */
 export function readMigrations(dir: string): Migration[] {

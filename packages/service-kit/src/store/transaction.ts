@@ -17,7 +17,7 @@ export interface TransactionOptions {
  * The one set of transaction timeouts. Contenders queue on row locks, so the waits are generous:
  * a hundred racing writers on one row must all get their turn rather than fail with a timeout.
  */
-export const TRANSACTION_DEFAULTS = { timeoutMs: 30_000, maxWaitMs: 20_000 } as const;
+const TRANSACTION_DEFAULTS = { timeoutMs: 30_000, maxWaitMs: 20_000 } as const;
 
 /** What `inTransaction` needs of a client: Prisma's interactive `$transaction`. */
 export interface TransactionCapable {

@@ -3,7 +3,6 @@
 export * from "./bench";
 export * from "./calls";
 export * from "./isolation";
-export * from "./public-services";
 export * from "./requests";
 export * from "./seed";
 export * from "./spans";

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { commonEnv, readConfig } from "../config";
-import type { CommonConfig } from "../runtime";
+import type { CommonConfig } from "../service/deps";
 
 /** The Postgres the tests use (a database on the machine's server). */
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";

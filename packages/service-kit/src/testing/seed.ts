@@ -21,7 +21,7 @@ import { isServiceError } from "../grpc/status";
 export type SeedTarget = { readonly grpc: string } | { readonly connect: string };
 
 /** A failed seeding call: which RPC, and the status it answered (kept as the error's code). */
-export class SeedError extends DomainError {
+class SeedError extends DomainError {
   constructor(
     readonly method: string,
     code: status,

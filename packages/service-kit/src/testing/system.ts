@@ -1,6 +1,6 @@
 import { silentLogger } from "../logger";
-import type { CommonConfig } from "../runtime";
-import { type RunningSystem, type SystemPart, startParts } from "../system";
+import type { CommonConfig } from "../service/deps";
+import { type RunningSystem, type SystemPart, startParts } from "../service/system";
 import { type TestSchema, testBusPrefix, testConfig, testSchema } from "./isolation";
 
 /** The operator token test systems are started with. */
@@ -14,7 +14,7 @@ export interface TestSystem extends RunningSystem {
 }
 
 /**
- * Starts `parts` (service manifests via `manifestPart`, the gateway…; inner arrays concurrently)
+ * Starts `parts` (the composition's service parts, the gateway…; inner arrays concurrently)
  * for one suite: real Postgres (a fresh schema per part, dropped at stop) and Redis (a fresh
  * prefix), quiet logs, `TEST_OPERATOR_TOKEN` unless overridden. The kit imports no service: the
  * caller passes the parts.

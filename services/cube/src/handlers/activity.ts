@@ -1,8 +1,9 @@
 import { type ActivityService, RenewOutcome } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { InvalidArgumentError, optionalUuid, pageSize, requireUuid, UnimplementedError } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
 import type { StreamCounter } from "@unimatrix/service-kit/bus";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit/rules";
 import {
   claimOutcomeToWire,
   claimToWire,
@@ -210,11 +211,4 @@ export function activityHandlers(
 function requireFence(fence: bigint): bigint {
   if (fence < 1n) throw new InvalidArgumentError("fence", "must be at least 1");
   return fence;
-}
-
-/** A handler for an RPC whose contract landed before its implementation. */
-export function unimplemented(method: string): () => never {
-  return () => {
-    throw new UnimplementedError(method);
-  };
 }

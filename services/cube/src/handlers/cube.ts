@@ -1,9 +1,10 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { type CubeService, RoleSectionOp } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { RoleClass } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { InvalidArgumentError, optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit/rules";
 import {
   attachToWire,
   cubeToWire,

@@ -1,5 +1,5 @@
-import type { Clock } from "@unimatrix/service-kit";
 import type { Bus } from "@unimatrix/service-kit/bus";
+import type { Clock } from "@unimatrix/service-kit/clock";
 import type { RawQuery } from "@unimatrix/service-kit/store";
 import type { Logger } from "pino";
 import type { CubeConfig } from "../config";

@@ -1,15 +1,9 @@
 import type { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { CubeAccess } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import {
-  InvalidArgumentError,
-  optionalUuid,
-  PermissionDeniedError,
-  pageSize,
-  requireUuid,
-  UnauthenticatedError,
-} from "@unimatrix/service-kit";
 import { constantTimeEquals, credentialKey, parseToken } from "@unimatrix/service-kit/auth";
+import { InvalidArgumentError, PermissionDeniedError, UnauthenticatedError } from "@unimatrix/service-kit/errors";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit/rules";
 import { authenticatedToWire, clientToWire, grantToWire, tenantToWire, userToWire } from "../convert";
 import { type AccessLevel, clientOf, tenantOf, userTenantOf } from "../rules/access";
 import { OffsetPages } from "../rules/paging";

@@ -1,6 +1,6 @@
 import type { NoticeService } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
-import { requireUuid } from "@unimatrix/service-kit";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { requireUuid } from "@unimatrix/service-kit/rules";
 import { watchNotices } from "../live/notices";
 import { machineOf } from "../rules/access";
 import { confirmNotice } from "../store/notices";

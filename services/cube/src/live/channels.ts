@@ -4,7 +4,7 @@ import type { Logger } from "pino";
 /** Bus message: new activity was committed up to this position. */
 export const ACTIVITY = "activity";
 /** Bus message prefix: access changed (revocation, eviction, grant); open streams re-check now. */
-export const ACCESS = "access";
+const ACCESS = "access";
 
 /** The ACCESS message naming whose access changed (client and drone ids). */
 export function accessOf(subjectIds: readonly string[]): string {

@@ -3,10 +3,10 @@ import type { CubeDeps } from "../handlers/deps";
 import { type Delivery, markDeliveredMany } from "../store/receipts";
 
 /** How often the recorder writes what streams delivered. */
-export const DELIVERY_FLUSH_MS = 200;
+const DELIVERY_FLUSH_MS = 200;
 
 /** The most deliveries one flush writes (the rest wait for the next). */
-export const DELIVERY_BATCH = 1000;
+const DELIVERY_BATCH = 1000;
 
 /**
  * Records `delivered` receipts off the hot path: streams hand it the entries they sent to a drone

@@ -24,7 +24,7 @@ export type ActivityFeed = Feed<bigint, FedItem>;
 export type ActivityListener = FeedListener<FedItem>;
 
 /** Where the activity feed reads: a cube's rows after a position, with their ack/claim state, as shared events. */
-export function activitySource(prisma: PrismaClient): FeedSource<bigint, FedItem> {
+function activitySource(prisma: PrismaClient): FeedSource<bigint, FedItem> {
   return {
     channel: cubeChannel,
     head: (cubeId) => headOf(prisma, cubeId),

@@ -1,6 +1,6 @@
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { FailedPreconditionError, NotFoundError, UnavailableError } from "@unimatrix/service-kit";
 import { PRINCIPAL_HEADER, type Principal, signPrincipal } from "@unimatrix/service-kit/auth";
+import { FailedPreconditionError, NotFoundError, UnavailableError } from "@unimatrix/service-kit/errors";
 import { createClient, isServiceError, type TypedClient } from "@unimatrix/service-kit/grpc";
 
 /** gRPC codes presence answers for a machine the caller may not see (it never says which). */

@@ -9,9 +9,9 @@ import type { MachineCaller } from "../rules/access";
 import { noticeChannel, pendingNotices } from "../store/notices";
 
 /** Notices read per pass (a machine with more pending gets the rest after it confirms some). */
-export const NOTICE_PAGE = 500;
+const NOTICE_PAGE = 500;
 /** While the bus is up, a watch still re-reads this often (a lost doorbell, an out-of-order commit). */
-export const NOTICE_HEAL_MS = 5_000;
+const NOTICE_HEAL_MS = 5_000;
 
 type Event = MessageInitShape<typeof WatchNoticesResponseSchema>;
 

@@ -2,10 +2,11 @@ import type {
   SubscribeActivityRequest,
   SubscribeActivityResponse,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { requireUuid, UnauthenticatedError } from "@unimatrix/service-kit";
 import { credentialKey } from "@unimatrix/service-kit/auth";
 import { type StreamCounter, StreamLimiter } from "@unimatrix/service-kit/bus";
+import { UnauthenticatedError } from "@unimatrix/service-kit/errors";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
+import { requireUuid } from "@unimatrix/service-kit/rules";
 import { eventOf } from "../convert";
 import type { CubeDeps } from "../handlers/deps";
 import { READ } from "../rules/access";
@@ -19,7 +20,7 @@ import type { ActivityFeed } from "./feed";
 import { type Event, StreamSink } from "./sink";
 
 /** Most open streams per credential (`credentialKey`: a drone session counts against its client), fleet-wide. */
-export const MAX_STREAMS_PER_CREDENTIAL = 10;
+const MAX_STREAMS_PER_CREDENTIAL = 10;
 
 /**
  * The SubscribeActivity server stream. Open streams per credential are counted by `counter`

@@ -1,5 +1,5 @@
-import { PermissionDeniedError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { PermissionDeniedError } from "@unimatrix/service-kit/errors";
 
 /** Access levels, ordered: 0 none, 1 READ, 2 WRITE, 3 MANAGE (the CubeAccess enum values). */
 export type AccessLevel = 0 | 1 | 2 | 3;
@@ -11,7 +11,7 @@ export const WRITE = 2;
 export const MANAGE = 3;
 
 /** Lower-case name of an access level. */
-export function levelName(level: number): string {
+function levelName(level: number): string {
   return ["none", "read", "write", "manage"][level] ?? "unknown";
 }
 

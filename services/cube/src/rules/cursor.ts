@@ -1,4 +1,4 @@
-import { FailedPreconditionError, InvalidArgumentError } from "@unimatrix/service-kit";
+import { FailedPreconditionError, InvalidArgumentError } from "@unimatrix/service-kit/errors";
 
 /**
  * Opaque activity cursors: `a` + base64url(16 bytes cube id + 8 bytes position). The cube id makes

@@ -1,5 +1,6 @@
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { InvalidArgumentError, optionalUuid, requireUuid } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
+import { optionalUuid, requireUuid } from "@unimatrix/service-kit/rules";
 import { charLength, name } from "./request";
 
 /** The most recipients of one DIRECT entry. */

@@ -1,4 +1,5 @@
-import { InvalidArgumentError, type PageBinding, PageTokens } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
+import { type PageBinding, PageTokens } from "@unimatrix/service-kit/rules";
 
 /**
  * Offset pages of one list RPC, with the kit's sealed page tokens: a token is bound to the RPC,

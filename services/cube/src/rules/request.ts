@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 
 /** Length in characters (code points). */
 export function charLength(value: string): number {

@@ -1,4 +1,4 @@
-import { FailedPreconditionError } from "@unimatrix/service-kit";
+import { FailedPreconditionError } from "@unimatrix/service-kit/errors";
 
 /** One edit of a role description's sections. */
 export type SectionOp = "add" | "replace" | "remove";

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 
 /** A taxonomy: a JSON object as text within 100,000 bytes; returns its canonical text. */
 export function taxonomy(field: string, value: string): string {

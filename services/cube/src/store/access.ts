@@ -1,20 +1,9 @@
-import { NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { NotFoundError } from "@unimatrix/service-kit/errors";
 import type { RawQuery } from "@unimatrix/service-kit/store";
 import { type AccessLevel, clientOf, MANAGE, requireLevel, tenantOf } from "../rules/access";
-import { type AccessView, type AuthCache, accessKey, authTag, principalTags } from "./auth-cache";
+import { type AccessView, type AuthCache, accessKey, authTag, type DroneActor, principalTags } from "./auth-cache";
 import type { Cube } from "./rows";
-
-/** The drone a drone-session principal acts as, with what visibility depends on. */
-export interface DroneActor {
-  readonly id: string;
-  readonly label: string;
-  readonly roleName: string;
-  readonly canBroadcast: boolean;
-  readonly receivesAllDirect: boolean;
-  /** Whether its role is a human seat (its replies answer questions). */
-  readonly humanSeat: boolean;
-}
 
 /** A principal's standing in one cube. */
 export interface CubeStanding {

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { FailedPreconditionError, InvalidArgumentError, PermissionDeniedError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { FailedPreconditionError, InvalidArgumentError, PermissionDeniedError } from "@unimatrix/service-kit/errors";
 import { type RawQuery, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../handlers/deps";
 import { ACTIVITY, ringAfterCommit } from "../live/channels";

@@ -1,18 +1,28 @@
-import type { Clock } from "@unimatrix/service-kit";
 import { CREDENTIAL_CHANNEL, type Principal } from "@unimatrix/service-kit/auth";
 import { type Bus, InvalidatedCache, publishInvalidation } from "@unimatrix/service-kit/bus";
+import type { Clock } from "@unimatrix/service-kit/clock";
 import type { Logger } from "pino";
 import type { AccessLevel } from "../rules/access";
-import type { DroneActor } from "./access";
 import type { ResolvedToken } from "./rows";
+
+/** The drone a drone-session principal acts as, with what visibility depends on. */
+export interface DroneActor {
+  readonly id: string;
+  readonly label: string;
+  readonly roleName: string;
+  readonly canBroadcast: boolean;
+  readonly receivesAllDirect: boolean;
+  /** Whether its role is a human seat (its replies answer questions). */
+  readonly humanSeat: boolean;
+}
 
 /**
  * The bus channel every cube replica's auth caches listen on (payload: space-separated tags): the
  * fleet's credential-news channel, so the gateway's caches and open streams hear the same news.
  */
-export const AUTH_CHANNEL = CREDENTIAL_CHANNEL;
+const AUTH_CHANNEL = CREDENTIAL_CHANNEL;
 /** Most age of a cached token or access while the bus is healthy (a lost invalidation heals by then). */
-export const AUTH_CACHE_MAX_AGE_MS = 60_000;
+const AUTH_CACHE_MAX_AGE_MS = 60_000;
 /**
  * Most age while the bus is down, when invalidations can be missed: the revocation bound the edge
  * already had (`GATEWAY_AUTH_CACHE_MS` is at most 5 s).

@@ -1,6 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { AlreadyExistsError, InvalidArgumentError, NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import {
+  AlreadyExistsError,
+  InvalidArgumentError,
+  NotFoundError,
+  PermissionDeniedError,
+} from "@unimatrix/service-kit/errors";
 import { isUniqueViolation } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../handlers/deps";
 import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { NotFoundError } from "@unimatrix/service-kit/errors";
 import type { CubeDeps } from "../handlers/deps";
 import { authorPrincipalId, READ, WRITE } from "../rules/access";
 import { viewerOf, visibleTo } from "../rules/visibility";

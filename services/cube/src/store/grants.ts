@@ -1,5 +1,5 @@
-import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit/errors";
 import type { CubeDeps } from "../handlers/deps";
 import { accessOf, ringAfterCommit } from "../live/channels";
 import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";

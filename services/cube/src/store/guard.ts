@@ -1,4 +1,4 @@
-import { ResourceExhaustedError } from "@unimatrix/service-kit";
+import { ResourceExhaustedError } from "@unimatrix/service-kit/errors";
 import type { PrismaClient } from "./prisma";
 
 /**

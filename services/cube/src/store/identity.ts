@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
 import { issueToken, type ParsedToken, type Principal, sha256, verifySecret } from "@unimatrix/service-kit/auth";
+import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit/errors";
 import { isUniqueViolation } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../handlers/deps";
 import { accessOf, ringAfterCommit } from "../live/channels";

@@ -1,6 +1,6 @@
-import { NotFoundError } from "@unimatrix/service-kit";
 import type { Bus } from "@unimatrix/service-kit/bus";
 import { publishAfterCommit } from "@unimatrix/service-kit/bus";
+import { NotFoundError } from "@unimatrix/service-kit/errors";
 import type { RawQuery } from "@unimatrix/service-kit/store";
 import type { Logger } from "pino";
 import type { CubeDeps } from "../handlers/deps";

@@ -1,5 +1,5 @@
-import { NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { NotFoundError } from "@unimatrix/service-kit/errors";
 import type { CubeDeps } from "../handlers/deps";
 import { ACTIVITY, ringAfterCommit } from "../live/channels";
 import { type AccessLevel, actorKey, WRITE } from "../rules/access";

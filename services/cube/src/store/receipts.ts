@@ -1,5 +1,5 @@
-import { PermissionDeniedError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { PermissionDeniedError } from "@unimatrix/service-kit/errors";
 import type { RawQuery } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../handlers/deps";
 import { READ } from "../rules/access";

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from "@unimatrix/service-kit/errors";
 import { isUniqueViolation } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../handlers/deps";
 import { MANAGE, READ } from "../rules/access";

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { FailedPreconditionError, NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit";
 import { issueToken, type Principal, parseToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
+import { FailedPreconditionError, NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit/errors";
 import type { CubeDeps } from "../handlers/deps";
 import { ACTIVITY, accessOf, ringAfterCommit } from "../live/channels";
 import { authorPrincipalId, isParticipant, MANAGE, READ } from "../rules/access";

@@ -1,17 +1,18 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { DeviceService } from "@unimatrix/contracts/unimatrix/device/v1/device_service_pb";
-import { pageSize, requireUuid, UnauthenticatedError } from "@unimatrix/service-kit";
 import { credentialKey, parseToken } from "@unimatrix/service-kit/auth";
+import { UnauthenticatedError } from "@unimatrix/service-kit/errors";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { pageSize, requireUuid } from "@unimatrix/service-kit/rules";
 import { toDevice, toDevicePrincipal } from "../convert";
 import { actorOf, CALLERS, leaseHolder, scopeOf } from "../rules/access";
 import { platform, statusFilter } from "../rules/catalog";
 import { heartbeatIntervalSeconds } from "../rules/leases";
 import { deviceFilters, pageOf } from "../rules/paging";
 import { trimmed } from "../rules/request";
-import type { DeviceDeps } from "../service";
 import { authenticateDevice, enrollDevice, getDevice, listDevices, revokeDevice } from "../store/devices";
 import { acquireLease, heartbeatLease, releaseLease } from "../store/leases";
+import type { DeviceDeps } from "./deps";
 
 /** DeviceService: enrollment by token, device records, the device credential, the connection lease. */
 export function deviceHandlers(deps: DeviceDeps): ServiceImpl<typeof DeviceService> {

@@ -31,12 +31,12 @@ export interface DeviceNote {
 }
 
 /** The channel of a tenant's device notes (relative; the bus adds its prefix). */
-export function deviceChannel(tenantId: string): string {
+function deviceChannel(tenantId: string): string {
   return `device:${tenantId}`;
 }
 
 /** The JSON text of a note as published. */
-export function encodeNote(note: DeviceNote): string {
+function encodeNote(note: DeviceNote): string {
   return JSON.stringify({
     type: note.type,
     cursor: note.cursor.toString(),

@@ -1,4 +1,4 @@
-import type { Clock } from "@unimatrix/service-kit";
+import type { Clock } from "@unimatrix/service-kit/clock";
 import { sweepExpiredLeases } from "../store/leases";
 import type { Db } from "../store/rows";
 import type { NotePublisher } from "./notes";

@@ -1,5 +1,5 @@
-import { NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit/errors";
 import type { DeviceRow, EnrollTokenRow, PlacementRow } from "../store/rows";
 
 /**

@@ -1,7 +1,7 @@
 /** The closed sets of the device context: platforms, device statuses and audited events. */
 import type { AuditEventType } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
 import { DevicePlatform, DeviceStatus } from "@unimatrix/contracts/unimatrix/device/v1/types_pb";
-import { InvalidArgumentError } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 
 /** Stored platform names by wire value. */
 export const PLATFORMS = {
@@ -49,7 +49,7 @@ export const AUDIT_TYPES = [
 export type AuditType = (typeof AUDIT_TYPES)[number];
 
 /** The stored name of a wire audit type (the enum lists AUDIT_TYPES in order from 1), or null. */
-export function auditTypeOf(value: AuditEventType): AuditType | null {
+function auditTypeOf(value: AuditEventType): AuditType | null {
   return AUDIT_TYPES[value - 1] ?? null;
 }
 

@@ -1,5 +1,5 @@
 /** Enroll token rules: lifetime, when a token may be used, and what a second use with a key means. */
-import { FailedPreconditionError, InvalidArgumentError, UnauthenticatedError } from "@unimatrix/service-kit";
+import { FailedPreconditionError, InvalidArgumentError, UnauthenticatedError } from "@unimatrix/service-kit/errors";
 import type { EnrollTokenRow } from "../store/rows";
 
 /** The longest enroll token lifetime: seven days. */

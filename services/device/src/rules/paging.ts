@@ -4,7 +4,8 @@
  * holding the last row's sort key. A foreign, tampered or re-filtered token is INVALID_ARGUMENT
  * naming `page_token`.
  */
-import { InvalidArgumentError, isUuid, type PageBinding, PageTokens } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
+import { isUuid, type PageBinding, PageTokens } from "@unimatrix/service-kit/rules";
 
 /** A (time, id) keyset position: rows strictly before it come next (newest first). */
 export interface TimeKey {

@@ -3,7 +3,7 @@
  * hold the ids, lengths, patterns and ranges); each refuses bad input with INVALID_ARGUMENT
  * naming the field.
  */
-import { InvalidArgumentError } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 
 /**
  * Free text as stored: trimmed and, with `notBlank`, not only whitespace. Lengths, control

@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
+import { issueToken, type ParsedToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
 import {
   AlreadyExistsError,
   FailedPreconditionError,
   NotFoundError,
   UnauthenticatedError,
-} from "@unimatrix/service-kit";
-import { issueToken, type ParsedToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
+} from "@unimatrix/service-kit/errors";
 import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
 import type { DeviceNote } from "../live/notes";

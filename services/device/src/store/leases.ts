@@ -1,4 +1,4 @@
-import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
+import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit/errors";
 import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
 import type { DeviceNote } from "../live/notes";

@@ -7,7 +7,7 @@
  * prefix (run claims take no device lock) but never takes an earlier lock after a later one.
  */
 import { randomUUID } from "node:crypto";
-import { NotFoundError } from "@unimatrix/service-kit";
+import { NotFoundError } from "@unimatrix/service-kit/errors";
 import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
 import type { DeviceNote } from "../live/notes";

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
 import { issueToken } from "@unimatrix/service-kit/auth";
+import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit/errors";
 import { inTransaction, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import { Prisma } from "../../generated/prisma/client";
 import { canSee, ownedToken, type Scope } from "../rules/access";

@@ -1,4 +1,4 @@
-import type { Clock } from "@unimatrix/service-kit";
+import type { Clock } from "@unimatrix/service-kit/clock";
 import type { SharedStore } from "./shared";
 
 /**

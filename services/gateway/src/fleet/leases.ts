@@ -1,4 +1,4 @@
-import type { Clock } from "@unimatrix/service-kit";
+import type { Clock } from "@unimatrix/service-kit/clock";
 import type { SharedStore } from "./shared";
 
 // KEYS[1] = the set; ARGV = now, expiry, member, max, key ttl (ms). Drops expired members, then

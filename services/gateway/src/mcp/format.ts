@@ -99,7 +99,7 @@ const NOTICE: Record<NotificationKind, string> = {
 };
 
 /** The lower-case name of a notification kind. */
-export const noticeName = (kind: NotificationKind): string => NOTICE[kind] ?? "notice";
+const noticeName = (kind: NotificationKind): string => NOTICE[kind] ?? "notice";
 
 const STATE: Record<SeatState, string> = {
   [SeatState.UNSPECIFIED]: "",
@@ -152,7 +152,7 @@ export function renderEntry(entry: Entry, viewer: Viewer, positions?: ReadonlyMa
 const QUIET_KINDS = new Set([NotificationKind.ACK, NotificationKind.HEARTBEAT_PING, NotificationKind.UNREAD_NUDGE]);
 
 /** The line and handle of one notification; `positions` maps entry ids shown beside it to their `#n`. */
-export function renderNotification(
+function renderNotification(
   notification: Notification,
   viewer: Viewer,
   positions?: ReadonlyMap<string, number>,

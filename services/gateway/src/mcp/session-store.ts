@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes, randomUUID } from "node:crypto";
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
-import type { Clock } from "@unimatrix/service-kit";
+import type { Clock } from "@unimatrix/service-kit/clock";
 import { SharedValues } from "../fleet/kv";
 import { LeaseTable } from "../fleet/leases";
 import type { SharedStore } from "../fleet/shared";

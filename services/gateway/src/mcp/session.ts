@@ -2,13 +2,9 @@ import { status } from "@grpc/grpc-js";
 import type { CallToolResult, LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import { AttachSeatOutcome, type AttachSeatResponse } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import type { ActivityItem } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import {
-  DomainError,
-  FailedPreconditionError,
-  InvalidArgumentError,
-  isServiceError,
-  type Logger,
-} from "@unimatrix/service-kit";
+import { DomainError, FailedPreconditionError, InvalidArgumentError } from "@unimatrix/service-kit/errors";
+import { isServiceError } from "@unimatrix/service-kit/grpc";
+import type { Logger } from "@unimatrix/service-kit/logger";
 import type { EdgeAuthenticator, EdgeCaller } from "../auth";
 import { upstreamMetadata } from "../forward";
 import type { Upstreams } from "../upstreams";
@@ -24,7 +20,7 @@ export interface UnreadPage {
 }
 
 /** How many unread items one read returns by default ("an ordinary absence" in one call). */
-export const UNREAD_PAGE = 300;
+const UNREAD_PAGE = 300;
 
 /** What a session needs from the gateway. */
 export interface McpSessionDeps {

@@ -30,8 +30,8 @@ import {
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { GetPlacementRequestSchema } from "@unimatrix/contracts/unimatrix/device/v1/placement_service_pb";
-import { InvalidArgumentError, maxItems, NotFoundError } from "@unimatrix/service-kit";
-import { toStatus } from "@unimatrix/service-kit/grpc";
+import { InvalidArgumentError, NotFoundError } from "@unimatrix/service-kit/errors";
+import { maxItems, toStatus } from "@unimatrix/service-kit/grpc";
 import { z } from "zod";
 import { contractString } from "./contract-schema";
 import {

@@ -6,7 +6,7 @@ import {
   NotificationKind,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { DomainError } from "@unimatrix/service-kit";
+import { DomainError } from "@unimatrix/service-kit/errors";
 import { toStatus } from "@unimatrix/service-kit/grpc";
 import { follow } from "../follow";
 import { activityStep } from "./push";
@@ -21,7 +21,7 @@ export interface WaitFilter {
 }
 
 /** True when `item` (not the drone's own) is what the wait is for. */
-export function wakes(item: ActivityItem, droneId: string, filter: WaitFilter): boolean {
+function wakes(item: ActivityItem, droneId: string, filter: WaitFilter): boolean {
   if (item.item.case === "entry") {
     const entry: Entry = item.item.value;
     if (entry.author?.droneId === droneId) return false;

@@ -4,7 +4,7 @@ import { busy, type Field, FormErrors, field, flag } from "./forms";
 import type { ListContext, View } from "./lists";
 
 /** The audited event types, as the device contract lists them. */
-export const AUDIT_TYPES = [
+const AUDIT_TYPES = [
   "ENROLL_TOKEN_ISSUED",
   "ENROLL_TOKEN_REVOKED",
   "DEVICE_ENROLLED",

@@ -5,7 +5,7 @@ import { busy, FormErrors, field } from "./forms";
 import type { ListContext, View } from "./lists";
 
 /** The contract's limit on a directive and a taxonomy, in UTF-8 bytes. */
-export const MAX_DOCUMENT_BYTES = 100_000;
+const MAX_DOCUMENT_BYTES = 100_000;
 
 /**
  * The cube contract's taxonomy rules, checked as the admin types: the same messages the cube
@@ -77,7 +77,7 @@ export function cubeDocumentFields(directive = "", taxonomy = "") {
 }
 
 /** The most cubes whose open questions the cubes page counts (one ListQuestions call each). */
-export const QUESTION_COUNT_CUBES = 50;
+const QUESTION_COUNT_CUBES = 50;
 /** The page of questions read per cube; a full page reads as "50+". */
 const QUESTION_PAGE = 50;
 

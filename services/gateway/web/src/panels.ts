@@ -4,7 +4,7 @@ import { enumLabel, h, replace, time } from "./dom";
 import { type ReceiptsState, receiptsList } from "./receipts";
 
 /** How long a live drone may stay quiet before the console marks it silent. */
-export const QUIET_MS = 10 * 60_000;
+const QUIET_MS = 10 * 60_000;
 
 /** The roles card's content. */
 export function rolesPanel(roles: readonly Role[]): HTMLElement[] {

@@ -3,7 +3,7 @@ import { h, replace } from "./dom";
 import { busy, type Field, FormErrors, field, flag } from "./forms";
 
 /** The role flags, each with what it does, as the cube contract defines it. */
-export const ROLE_FLAGS = [
+const ROLE_FLAGS = [
   [
     "isDefault",
     "is_default",
@@ -39,7 +39,7 @@ export function sections(description: string): string[] {
 }
 
 /** A role form: create when `role` is undefined, else edit. Calls `saved` with the stored role. */
-export function roleForm(
+function roleForm(
   cubeId: string,
   token: string,
   role: Role | undefined,
@@ -134,7 +134,7 @@ export function roleForm(
 }
 
 /** Adds, replaces or removes one `## section` of a role's detailed description. */
-export function sectionForm(cubeId: string, token: string, role: Role, saved: (role: Role) => void): HTMLElement {
+function sectionForm(cubeId: string, token: string, role: Role, saved: (role: Role) => void): HTMLElement {
   const known = sections(role.detailedDescription ?? "");
   const op = field(
     "Change",

@@ -1,9 +1,12 @@
 import { LinkCloseReason } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import type { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { type Clock, type PageTokens, pageSize, requireUuid, UnauthenticatedError } from "@unimatrix/service-kit";
 import { CREDENTIAL_CHANNEL, credentialTag } from "@unimatrix/service-kit/auth";
-import { type Bus, publishAfterCommit } from "@unimatrix/service-kit/bus";
+import type { Bus } from "@unimatrix/service-kit/bus";
+import { publishAfterCommit } from "@unimatrix/service-kit/bus";
+import type { Clock } from "@unimatrix/service-kit/clock";
+import { UnauthenticatedError } from "@unimatrix/service-kit/errors";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
+import { type PageTokens, pageSize, requireUuid } from "@unimatrix/service-kit/rules";
 import type { Logger } from "pino";
 import { machineMessage, machinePrincipal } from "../convert";
 import type { LinkRegistry } from "../live/links";

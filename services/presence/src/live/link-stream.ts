@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { Notice } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
 import { LinkCloseReason, type LinkRequest } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import { type Clock, InvalidArgumentError } from "@unimatrix/service-kit";
+import type { Clock } from "@unimatrix/service-kit/clock";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
 import {
   closedResponse as closed,

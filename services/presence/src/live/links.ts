@@ -1,6 +1,6 @@
 import { LinkCloseReason } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import type { Clock } from "@unimatrix/service-kit";
 import type { Bus, BusSubscription } from "@unimatrix/service-kit/bus";
+import type { Clock } from "@unimatrix/service-kit/clock";
 import type { Logger } from "pino";
 import type { PresenceEvent } from "../store/rows";
 import type { TransitionStore } from "../store/transitions";

@@ -1,7 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { type Notice, NoticeService } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
-import { sleep } from "@unimatrix/service-kit";
 import { attachPrincipal } from "@unimatrix/service-kit/auth";
+import { sleep } from "@unimatrix/service-kit/clock";
 import { createClient, isServiceError, type TypedClient } from "@unimatrix/service-kit/grpc";
 import type { Logger } from "pino";
 

@@ -1,5 +1,5 @@
-import type { Clock } from "@unimatrix/service-kit";
 import type { Bus } from "@unimatrix/service-kit/bus";
+import type { Clock } from "@unimatrix/service-kit/clock";
 import type { Logger } from "pino";
 import type { TransitionStore } from "../store/transitions";
 import type { LinkRegistry } from "./links";

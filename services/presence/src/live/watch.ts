@@ -1,6 +1,6 @@
-import { ResourceExhaustedError, UnauthenticatedError } from "@unimatrix/service-kit";
 import { type CredentialNewsBoard, credentialKey, type Principal, parseToken } from "@unimatrix/service-kit/auth";
 import { type Feed, FeedQueue, type StreamCounter, StreamLimiter } from "@unimatrix/service-kit/bus";
+import { ResourceExhaustedError, UnauthenticatedError } from "@unimatrix/service-kit/errors";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
 import {
   accessRevokedEvent,

@@ -1,5 +1,5 @@
-import { PermissionDeniedError } from "@unimatrix/service-kit";
 import { bearerToken, PRINCIPAL_HEADER, type Principal } from "@unimatrix/service-kit/auth";
+import { PermissionDeniedError } from "@unimatrix/service-kit/errors";
 import type { CallContext } from "@unimatrix/service-kit/grpc";
 
 type Metadata = CallContext["metadata"];

@@ -1,5 +1,5 @@
 import type { LinkRequest } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
-import { InvalidArgumentError } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 
 /**
  * The first message of a link must be a `hello` (its fields' lengths and characters are the

@@ -1,11 +1,6 @@
-import {
-  InvalidArgumentError,
-  isUuid,
-  type PageBinding,
-  type PageSizeRule,
-  UnauthenticatedError,
-} from "@unimatrix/service-kit";
 import { credentialKey, type ParsedToken, type Principal, parseToken } from "@unimatrix/service-kit/auth";
+import { InvalidArgumentError, UnauthenticatedError } from "@unimatrix/service-kit/errors";
+import { isUuid, type PageBinding, type PageSizeRule } from "@unimatrix/service-kit/rules";
 import type { ListPosition } from "../store/rows";
 
 /** ListMachines' page sizes: 0 → 50, at most 500. */

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from "@unimatrix/service-kit";
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 
 /** Largest cursor (int64): a bigger `after` is just above the head. */
 export const MAX_CURSOR = 9223372036854775807n;

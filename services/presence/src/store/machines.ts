@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { AlreadyExistsError, NotFoundError } from "@unimatrix/service-kit";
 import { issueToken, type ParsedToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
+import { AlreadyExistsError, NotFoundError } from "@unimatrix/service-kit/errors";
 import { inTransaction, isUniqueViolation, type RawQuery, type Tx } from "@unimatrix/service-kit/store";
 import type { PrismaClient } from "../../generated/prisma/client";
 import type { ListPosition, MachineRecord, PresenceEvent } from "./rows";

@@ -1,4 +1,4 @@
-import { UnauthenticatedError } from "@unimatrix/service-kit";
+import { UnauthenticatedError } from "@unimatrix/service-kit/errors";
 import { inTransaction, type Tx as KitTx, type RawQuery, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import type { PrismaClient } from "../../generated/prisma/client";
 import { type EventRow, eventOf, type PresenceEvent } from "./rows";

@@ -28,7 +28,7 @@ export function publicMethods() {
  * Services only other services call (not forwarded by the gateway): cube's NoticeService, which
  * presence calls as the machine of a Link. The sweeps cover them over gRPC.
  */
-export const INTERNAL_SERVICES: Readonly<Record<"cube", readonly DescService[]>> = {
+const INTERNAL_SERVICES: Readonly<Record<"cube", readonly DescService[]>> = {
   cube: [NoticeService],
 };
 

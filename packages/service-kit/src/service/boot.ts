@@ -1,95 +1,17 @@
-import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
 import type { Logger } from "pino";
-import { type Bus, openBus } from "./bus/bus";
-import { type Clock, systemClock } from "./clock";
-import { ConfigError, type ConfigOf, type commonEnv } from "./config";
-import { type Authenticate, GrpcHost } from "./grpc/host";
-import { createLogger } from "./logger";
-import { callObserver } from "./observe/calls";
-import { observeDeps } from "./observe/deps-metrics";
-import { type MetricsServer, ServiceMetrics, serveMetrics } from "./observe/metrics";
-import { startTracing } from "./observe/tracing";
-import type { Background, ServiceDeps } from "./service";
-import { type Database, openDatabase } from "./store/database";
-import { migrateDatabase } from "./store/migrations";
-
-/** The settings every service shares, as read by `readConfig(commonEnv)`. */
-export type CommonConfig = ConfigOf<typeof commonEnv>;
-
-/** Writes `value` to `file` unless it exists; returns what the file holds (another process may have won). */
-function createOnce(file: string, value: string): string {
-  mkdirSync(dirname(file), { recursive: true });
-  try {
-    writeFileSync(file, value, { mode: 0o600, flag: "wx" });
-    return value;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-    return readFileSync(file, "utf8").trim();
-  }
-}
-
-/**
- * The internal HMAC key: from config; or, on the embedded default only, one made once and kept
- * under the data directory so separately started local services agree on it.
- */
-export function resolveInternalKey(config: Pick<CommonConfig, "internalKey" | "databaseUrl" | "dataDir">): string {
-  if (config.internalKey) return config.internalKey;
-  if (config.databaseUrl) throw new ConfigError("UMX_INTERNAL_KEY", "is required when DATABASE_URL is set (unset)");
-  const file = join(config.dataDir, "internal-key");
-  if (existsSync(file)) return readFileSync(file, "utf8").trim();
-  return createOnce(file, randomBytes(32).toString("base64url"));
-}
-
-/**
- * The operator token: from config; or, on the embedded default only, one made once and kept
- * under the data directory (so `npm start` has an operator without any setup). Undefined when
- * the installation runs on Postgres without one configured: no operator access.
- */
-export function resolveOperatorToken(
-  config: Pick<CommonConfig, "operatorToken" | "databaseUrl" | "dataDir">,
-): string | undefined {
-  if (config.operatorToken || config.databaseUrl) return config.operatorToken;
-  const file = join(config.dataDir, "operator-token");
-  if (existsSync(file)) return readFileSync(file, "utf8").trim();
-  return createOnce(file, `umx_operator_${randomBytes(24).toString("base64url").replaceAll("_", "-")}`);
-}
-
-/** What a `startGrpcService` wiring receives: the kit's deps plus the host to add services to. */
-export interface GrpcServiceDeps extends ServiceDeps {
-  readonly host: GrpcHost;
-}
-
-/** What a `startGrpcService` wiring gives back: what to close on stop. */
-export interface ServiceWiring {
-  /** Called at stop, after the gRPC server drained and before the database closes. */
-  close?(): Promise<void>;
-}
-
-/**
- * Options of one gRPC service process for `startGrpcService` (transition: services move to a
- * manifest and `startService`).
- */
-export interface GrpcServiceOptions {
-  readonly name: string;
-  readonly port: number;
-  /** Port of the service's `/metrics` listener (0: any free port); undefined: no listener. */
-  readonly metricsPort?: number;
-  readonly config: CommonConfig;
-  /** Directory of the service's SQL migrations (Prisma layout). */
-  readonly migrationsDir: string;
-  /** Postgres schema of the service's tables (default: the service name). Tests pass their own. */
-  readonly schema?: string;
-  /** A bus to share (the embedded default shares one in-process bus); otherwise one is opened. */
-  readonly bus?: Bus;
-  readonly logger?: Logger;
-  readonly clock?: Clock;
-  /** Resolves callers; built by the wiring from the deps, so it is given as a factory. */
-  readonly authenticate?: (deps: ServiceDeps) => Authenticate;
-  /** Adds the service's handlers to the host. */
-  readonly wire: (deps: GrpcServiceDeps) => Promise<ServiceWiring> | ServiceWiring;
-}
+import { type Bus, openBus } from "../bus/bus";
+import { type Clock, systemClock } from "../clock";
+import type { Authenticate } from "../grpc/call";
+import { GrpcHost } from "../grpc/host";
+import { createLogger } from "../logger";
+import { callObserver } from "../observe/calls";
+import { observeDeps } from "../observe/deps-metrics";
+import { type MetricsServer, ServiceMetrics, serveMetrics } from "../observe/metrics";
+import { startTracing } from "../observe/tracing";
+import { type Database, openDatabase } from "../store/database";
+import { migrateDatabase } from "../store/migrations";
+import type { Background, CommonConfig, ServiceDeps } from "./deps";
+import { resolveInternalKey } from "./secrets";
 
 /** A started service. */
 export interface RunningService {
@@ -106,7 +28,21 @@ export interface RunningService {
 }
 
 /** What `bootService` needs besides the wiring. */
-export type BootOptions = Omit<GrpcServiceOptions, "wire" | "authenticate">;
+export interface BootOptions {
+  readonly name: string;
+  readonly port: number;
+  /** Port of the service's `/metrics` listener (0: any free port); undefined: no listener. */
+  readonly metricsPort?: number;
+  readonly config: CommonConfig;
+  /** Directory of the service's SQL migrations (Prisma layout). */
+  readonly migrationsDir: string;
+  /** Postgres schema of the service's tables (default: the service name). Tests pass their own. */
+  readonly schema?: string;
+  /** A bus to share (the embedded default shares one in-process bus); otherwise one is opened. */
+  readonly bus?: Bus;
+  readonly logger?: Logger;
+  readonly clock?: Clock;
+}
 
 /** What a boot wiring returns: the host it built (with its services) and what the kit runs and closes. */
 export interface Booted {
@@ -136,7 +72,7 @@ function schedule(job: Background, logger: Logger): () => Promise<void> {
 }
 
 /**
- * The one start path under `startService` and `startGrpcService`: open the store, migrate it,
+ * The one start path under `startService`: open the store, migrate it,
  * connect the bus, let `wire` build the host (the host factory takes the authenticator the wiring
  * made), listen, schedule background jobs.
  */
@@ -226,19 +162,6 @@ export async function bootService(
     await database.close();
     throw error;
   }
-}
-
-/**
- * Opens the store, migrates it, connects the bus, wires the handlers and listens (transition:
- * services move to `defineService` + `startService`; this stays until they have).
- */
-export function startGrpcService(options: GrpcServiceOptions): Promise<RunningService> {
-  const { wire, authenticate, ...boot } = options;
-  return bootService(boot, async (deps, makeHost) => {
-    const host = makeHost(authenticate?.(deps));
-    const wiring = await wire({ ...deps, host });
-    return { host, background: [], close: () => wiring.close?.() ?? Promise.resolve() };
-  });
 }
 
 /** Runs `stop` once on SIGTERM or SIGINT, then exits (non-zero if stopping failed). */

@@ -1,8 +1,7 @@
 import type { Logger } from "pino";
-import type { Bus } from "./bus/bus";
-import { InProcessBus } from "./bus/bus";
-import type { CommonConfig } from "./runtime";
-import { type ServiceManifest, type StartServiceOptions, startService } from "./service";
+import type { Bus } from "../bus/bus";
+import { InProcessBus } from "../bus/bus";
+import type { CommonConfig } from "./deps";
 
 /** Anything a system starts: it listens on a port and stops. */
 export interface Startable {
@@ -24,7 +23,7 @@ export interface SystemContext {
   address(name: string): string | undefined;
 }
 
-/** One part of a system: a backend service from its manifest, or the gateway. */
+/** One part of a system: a backend service or the gateway, with how to start it. */
 export interface SystemPart<R extends Startable = Startable> {
   readonly name: string;
   readonly protocol: "grpc" | "http";
@@ -54,25 +53,6 @@ export interface SystemOptions {
   readonly config: CommonConfig;
   readonly logger: (name: string) => Logger;
   readonly schema?: (name: string) => string | undefined;
-}
-
-/** A system part that starts a backend service from its manifest (`startService`). */
-export function manifestPart<Config>(
-  manifest: ServiceManifest<Config>,
-  options: Omit<StartServiceOptions<Config>, "config" | "bus" | "logger" | "schema"> = {},
-): SystemPart {
-  return {
-    name: manifest.name,
-    protocol: "grpc",
-    start: (ctx) =>
-      startService(manifest, {
-        ...options,
-        config: ctx.config,
-        bus: ctx.bus,
-        logger: ctx.logger(manifest.name),
-        schema: ctx.schema(manifest.name),
-      }),
-  };
 }
 
 /**

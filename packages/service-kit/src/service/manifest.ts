@@ -1,34 +1,11 @@
 import type { Logger } from "pino";
-import type { Bus } from "./bus/bus";
-import type { Clock } from "./clock";
-import type { EnvVar } from "./config";
-import type { Authenticate } from "./grpc/host";
-import { addRoutes, type Route } from "./grpc/route";
-import type { ServiceMetrics } from "./observe/metrics";
-import { bootService, type CommonConfig, type RunningService } from "./runtime";
-import type { Database } from "./store/database";
-
-/** What a service's wiring receives: everything the kit opened for it (the host comes after). */
-export interface ServiceDeps {
-  readonly database: Database;
-  readonly bus: Bus;
-  readonly logger: Logger;
-  readonly clock: Clock;
-  readonly internalKey: string;
-  readonly operatorToken: string | undefined;
-  /** The settings every service shares (Redis URL and prefix for fleet-wide state, drain, …). */
-  readonly config: CommonConfig;
-  /** The service's Prometheus registry, for its own gauges and counters. */
-  readonly metrics: ServiceMetrics;
-}
-
-/** Periodic work the kit owns: run every `everyMs` (never overlapping itself), stopped before close. */
-export interface Background {
-  readonly name: string;
-  /** Interval; 0 or less = not scheduled (a test can still run it with `runBackground`). */
-  readonly everyMs: number;
-  run(): Promise<unknown>;
-}
+import type { Bus } from "../bus/bus";
+import type { Clock } from "../clock";
+import type { EnvVar } from "../config";
+import type { Authenticate } from "../grpc/call";
+import { addRoutes, type Route } from "../grpc/route";
+import { bootService, type RunningService } from "./boot";
+import type { Background, CommonConfig, ServiceDeps } from "./deps";
 
 /** What one wiring step gives back. */
 export interface Wired {
