@@ -31,7 +31,7 @@ export interface ForwardDeps {
  * The final message a server stream of `output` ends with when its credential is revoked: its
  * `access_revoked` event (a oneof member every watch contract has), or undefined when it has none.
  */
-export function accessRevokedMessage(output: DescMessage, reason: string): unknown {
+function accessRevokedMessage(output: DescMessage, reason: string): unknown {
   const field = output.fields.find((f) => f.name === "access_revoked");
   if (!field?.oneof || field.message === undefined) return undefined;
   const hasReason = field.message.fields.some((f) => f.name === "reason");

@@ -41,7 +41,7 @@ export function credentialTags(principal: Principal): string[] {
 }
 
 /** The tags of a credential-news message (empty for an empty message). */
-export function tagsOfNews(message: string): string[] {
+function tagsOfNews(message: string): string[] {
   return message.split(" ").filter((tag) => tag.length > 0);
 }
 

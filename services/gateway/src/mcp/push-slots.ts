@@ -5,7 +5,7 @@ import type { StreamCaps, StreamSlot } from "../fleet/streams";
  * live stream plus one reconnect (`Last-Event-ID`) that arrives before the gateway has seen the
  * old connection close.
  */
-export const MAX_PUSH_STREAMS_PER_SESSION = 2;
+const MAX_PUSH_STREAMS_PER_SESSION = 2;
 
 /** What the push stream caps need. */
 export interface PushCaps {
