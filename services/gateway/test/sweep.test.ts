@@ -1,35 +1,13 @@
 import * as grpc from "@grpc/grpc-js";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
-import type { RunningService } from "@unimatrix/service-kit";
 import { principalFromMessage, signPrincipal } from "@unimatrix/service-kit/auth";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import { internalMethods, publicMethods, TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
 import { type BadClass, badInputs, CLASSES } from "./sweep/inputs";
+import { rowCounts } from "./sweep/rows";
 import { type Answer, connectCall, grpcCall, servedByGateway } from "./sweep/transports";
 import { call, type System, seedTenant, startSystem } from "./system";
-
-/** Row counts of every table of every service's schema. */
-export async function rowCounts(services: readonly RunningService[]): Promise<Record<string, number>> {
-  const counts: Record<string, number> = {};
-  for (const service of services) {
-    const sql = await service.database.openSession();
-    try {
-      const schema = service.database.schema;
-      const tables = await sql.query<{ table_name: string }>(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE'",
-        [schema],
-      );
-      for (const { table_name } of tables) {
-        const [row] = await sql.query<{ n: string }>(`SELECT count(*)::text AS n FROM "${schema}"."${table_name}"`);
-        counts[`${service.name}.${table_name}`] = Number(row?.n ?? -1);
-      }
-    } finally {
-      await sql.close();
-    }
-  }
-  return counts;
-}
 
 /** A refusal the caller can act on: 4xx, not INTERNAL/UNKNOWN, and INVALID_ARGUMENT names a field. */
 function problemWith(answer: Answer): string | null {
