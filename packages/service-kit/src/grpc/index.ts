@@ -1,6 +1,7 @@
 /** `@unimatrix/service-kit/grpc`: hosting, typed clients, health, reflection, routes and the one error → status mapper. */
 export { isShutdown, ShutdownReason } from "../errors";
 export * from "./client";
+export * from "./decode-faults";
 export * from "./definition";
 export * from "./field-rules";
 export * from "./health";
