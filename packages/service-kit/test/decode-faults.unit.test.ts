@@ -1,6 +1,10 @@
 import { create, toBinary } from "@bufbuild/protobuf";
 import { status } from "@grpc/grpc-js";
-import { CubeService, GetCubeRequestSchema } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
+import {
+  CubeService,
+  DronesSinceRequestSchema,
+  GetCubeRequestSchema,
+} from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { ListAuditEventsRequestSchema } from "@unimatrix/contracts/unimatrix/device/v1/audit_service_pb";
 import { LinkRequestSchema } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { toStatus } from "@unimatrix/service-kit";
@@ -44,6 +48,11 @@ describe("decode faults name the field a body breaks (issue 25 item 10)", () => 
       reason: "is not a field of unimatrix.device.v1.ListAuditEventsRequest",
     });
     expect(jsonTextFault(ListAuditEventsRequestSchema, "{")?.field).toBe("request");
+    const both = { cubeId: ID, sinceTime: "2026-01-01T00:00:00Z", sinceEntryId: ID };
+    expect(jsonTextFault(DronesSinceRequestSchema, JSON.stringify(both))).toEqual({
+      field: "anchor",
+      reason: "is set by both since_time and since_entry_id",
+    });
   });
 
   test("the gRPC request deserializer carries the field to INVALID_ARGUMENT", () => {

@@ -154,6 +154,13 @@ export function jsonFault(schema: DescMessage, json: JsonValue, prefix = ""): De
     }
     return { field: name, reason: one.replace(/^cannot decode field [\w.]+ from JSON: /, "") };
   }
+  // Every member decodes alone: what is left is a oneof set by more than one of its members.
+  for (const oneof of schema.oneofs) {
+    const set = oneof.fields.filter((f) => (json[f.jsonName] ?? json[f.name] ?? null) !== null);
+    if (set.length > 1) {
+      return { field: join(prefix, oneof.name), reason: `is set by both ${set.map((f) => f.name).join(" and ")}` };
+    }
+  }
   return { field: prefix || "request", reason: whole };
 }
 
