@@ -111,6 +111,7 @@ describe("issue 25 items 9, 10 and 12: what the edge answers for bodies it refus
     const answers = [
       await post(path, "application/json", Buffer.from(big)),
       await post(path, "application/proto", new Uint8Array(LIMIT * 2).fill(0x20)),
+      await post(path, "application/proto", new Uint8Array(10 << 20)), // 10 MiB, as in the report
       await post(path, "application/json", bomb, { "content-encoding": "gzip" }),
     ];
     for (const response of answers) {
