@@ -124,6 +124,17 @@ describe("issue 25 items 9, 10 and 12: what the edge answers for bodies it refus
     }
   });
 
+  test("a compressed body within the limit still goes through; a corrupt one is 400", async () => {
+    const path = "unimatrix.cube.v1.CubeService/GetCube";
+    const body = gzipSync(Buffer.from(JSON.stringify({ cubeId: acme.cubeId })));
+    const ok = await post(path, "application/json", body, { "content-encoding": "gzip" });
+    expect(ok.status).toBe(200);
+    expect(((await ok.json()) as { cube: { id: string } }).cube.id).toBe(acme.cubeId);
+    const corrupt = await post(path, "application/json", body.subarray(0, 12), { "content-encoding": "gzip" });
+    expect(corrupt.status).toBe(400);
+    expect(((await corrupt.json()) as { code: string }).code).toBe("invalid_argument");
+  });
+
   test("item 9: a streaming request over the limit ends with the same code; MCP answers 413 too", async () => {
     const streamed = await post(
       "unimatrix.cube.v1.ActivityService/SubscribeActivity",
