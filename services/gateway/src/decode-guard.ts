@@ -1,14 +1,19 @@
-import { type DescMessage, fromBinary, fromJsonString } from "@bufbuild/protobuf";
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
+import type { DescMessage } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { binaryFault, jsonTextFault } from "@unimatrix/service-kit/grpc";
 
 /**
  * Connect answers INTERNAL for a binary body it cannot decode (`parse binary: premature EOF`) and
- * for a compressed envelope without an encoding; both are the caller's fault. This guard reads
- * binary request bodies first (Connect unary `application/proto`, Connect streaming and gRPC-Web
- * envelopes; JSON bodies too, to name the field of an unknown enum name) and answers
- * INVALID_ARGUMENT itself when they do not decode; otherwise the body is
- * handed on unchanged. Written here because Connect has no hook between reading and parsing.
+ * for a compressed envelope without an encoding, names no field for a bad binary string or JSON
+ * timestamp, and answers 429 resource_exhausted (retry later) for a body over the limit. This
+ * guard reads request bodies first (Connect unary and streaming, JSON and binary, gRPC-Web
+ * envelopes; gzip and br decompressed up to the limit, so a gzip bomb is caught too) and answers
+ * itself: INVALID_ARGUMENT naming the field at fault (the kit's `binaryFault`/`jsonTextFault`)
+ * when they do not decode, HTTP 413 when they are over the limit (docs/decisions.md); otherwise
+ * the body is handed on unchanged. Written here because Connect has no hook between reading and
+ * parsing.
  */
 type Kind = "unary" | "json" | "connect-stream" | "connect-json-stream" | "grpc-web";
 
@@ -35,44 +40,53 @@ function encodingOf(request: UniversalServerRequest, kind: Kind): string | null 
   return value && value !== "identity" ? value : null;
 }
 
-function decodes(schema: DescMessage, bytes: Uint8Array): string | null {
-  try {
-    fromBinary(schema, bytes);
-    return null;
-  } catch (error) {
-    return error instanceof Error ? error.message : String(error);
+/** Over the body limit (before or after decompression): 413, whatever the protocol (docs/decisions.md). */
+class TooLarge {
+  constructor(readonly limit: number) {}
+  get message() {
+    return `request: body is larger than the limit of ${this.limit} bytes`;
   }
 }
 
-/**
- * The snake_case name of the field a JSON decoding error is about: protobuf-es names the field for
- * wrong types but only the enum type for an unknown enum name.
- */
-function fieldOfJsonError(schema: DescMessage, message: string): string {
-  const named = /cannot decode field [\w.]+\.(\w+) from JSON/.exec(message);
-  if (named?.[1]) return schema.fields.find((f) => f.name === named[1] || f.jsonName === named[1])?.name ?? named[1];
-  const enumName = /cannot decode enum ([\w.]+) from JSON/.exec(message)?.[1];
-  const field = enumName ? schema.fields.find((f) => f.enum?.typeName === enumName) : undefined;
-  return field?.name ?? "request";
+/** The decompressed bytes, at most `limit` of them; null for an encoding left to Connect (it refuses those). */
+function decompress(encoding: string, bytes: Uint8Array, limit: number): Buffer | TooLarge | string | null {
+  const options = { maxOutputLength: limit + 1 };
+  try {
+    const out =
+      encoding === "gzip"
+        ? gunzipSync(bytes, options)
+        : encoding === "br"
+          ? brotliDecompressSync(bytes, options)
+          : null;
+    return out && out.length > limit ? new TooLarge(limit) : out;
+  } catch (error) {
+    if ((error as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") return new TooLarge(limit);
+    return `request: cannot decompress the ${encoding} body (${(error as Error).message})`;
+  }
 }
 
-/** What is wrong with the body, or null when it decodes (or is compressed and left to Connect). */
-function problemOf(schema: DescMessage, kind: Kind, encoding: string | null, body: Uint8Array): string | null {
+/** What is wrong with the body, or null when it decodes (or uses an encoding left to Connect). */
+function problemOf(
+  schema: DescMessage,
+  kind: Kind,
+  encoding: string | null,
+  body: Uint8Array,
+  limit: number,
+): string | TooLarge | null {
   const json = kind === "json" || kind === "connect-json-stream";
-  const check = (bytes: Uint8Array): string | null => {
-    if (json) {
-      try {
-        fromJsonString(schema, new TextDecoder().decode(bytes), { ignoreUnknownFields: false });
-        return null;
-      } catch (error) {
-        const message = error instanceof Error ? error.message : String(error);
-        return `${fieldOfJsonError(schema, message)}: ${message}`;
-      }
-    }
-    const failure = decodes(schema, bytes);
-    return failure === null ? null : `request: is not a valid ${schema.typeName} message (${failure})`;
+  const check = (bytes: Uint8Array): string | TooLarge | null => {
+    const fault = json ? jsonTextFault(schema, new TextDecoder().decode(bytes)) : binaryFault(schema, bytes);
+    if (!fault) return null;
+    return json
+      ? `${fault.field}: ${fault.reason}`
+      : `${fault.field}: is not a valid ${schema.typeName} message (${fault.reason})`;
   };
-  if (kind === "unary" || kind === "json") return encoding ? null : check(body);
+  const plain = (bytes: Uint8Array): string | TooLarge | null => {
+    if (!encoding) return check(bytes);
+    const out = decompress(encoding, bytes, limit);
+    return out === null || typeof out === "string" || out instanceof TooLarge ? out : check(out);
+  };
+  if (kind === "unary" || kind === "json") return plain(body);
   let offset = 0;
   while (offset < body.length) {
     if (body.length - offset < 5) return "request: truncated envelope";
@@ -80,10 +94,13 @@ function problemOf(schema: DescMessage, kind: Kind, encoding: string | null, bod
     const length = new DataView(body.buffer, body.byteOffset + offset + 1, 4).getUint32(0);
     const end = offset + 5 + length;
     if (end > body.length) return "request: truncated envelope";
+    const payload = body.subarray(offset + 5, end);
     if (flags & 0x01) {
       if (!encoding) return "request: compressed envelope without a message encoding";
+      const failure = plain(payload);
+      if (failure !== null) return failure;
     } else {
-      const failure = check(body.subarray(offset + 5, end));
+      const failure = check(payload);
       if (failure !== null) return failure;
     }
     offset = end;
@@ -91,7 +108,7 @@ function problemOf(schema: DescMessage, kind: Kind, encoding: string | null, bod
   return null;
 }
 
-function refusal(kind: Kind, message: string): UniversalServerResponse {
+function refusal(kind: Kind, message: string, status = 400): UniversalServerResponse {
   const bytes = (text: string) => new TextEncoder().encode(text);
   const once = (chunk: Uint8Array) =>
     (async function* () {
@@ -99,7 +116,7 @@ function refusal(kind: Kind, message: string): UniversalServerResponse {
     })();
   if (kind === "unary" || kind === "json") {
     const body = bytes(JSON.stringify({ code: "invalid_argument", message }));
-    return { status: 400, header: new Headers({ "content-type": "application/json" }), body: once(body) };
+    return { status, header: new Headers({ "content-type": "application/json" }), body: once(body) };
   }
   if (kind === "grpc-web") {
     const header = new Headers({
@@ -141,11 +158,12 @@ function guard(handler: UniversalHandler, maxBytes: number): UniversalHandler {
       if (next.done) break;
       chunks.push(next.value);
       size += next.value.length;
-      // Over the limit: Connect refuses it with its own error; nothing more is buffered here.
-      if (size > maxBytes) return handler({ ...request, body: replay(chunks, iterator) });
+      // Over the limit: refused here, nothing more is buffered (the rest is drained by Node).
+      if (size > maxBytes) return refusal(kind, new TooLarge(maxBytes).message, 413);
     }
     const all = Buffer.concat(chunks);
-    const problem = problemOf(handler.method.input, kind, encodingOf(request, kind), all);
+    const problem = problemOf(handler.method.input, kind, encodingOf(request, kind), all, maxBytes);
+    if (problem instanceof TooLarge) return refusal(kind, problem.message, 413);
     if (problem) return refusal(kind, problem);
     return handler({ ...request, body: replay([all], null) });
   };
@@ -159,7 +177,7 @@ function guard(handler: UniversalHandler, maxBytes: number): UniversalHandler {
   });
 }
 
-/** Wraps registered routes so undecodable binary bodies answer INVALID_ARGUMENT (see above). */
+/** Wraps registered routes so undecodable bodies answer INVALID_ARGUMENT and oversized ones 413 (see above). */
 export function guardDecoding(routes: (router: ConnectRouter) => void, maxBytes: number) {
   return (router: ConnectRouter) => {
     routes(router);

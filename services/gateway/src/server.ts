@@ -130,6 +130,9 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     readMaxBytes: gateway.maxBodyBytes,
     // An unknown field or enum name is an error, never a silently dropped filter (DESIGN §10).
     jsonOptions: { ignoreUnknownFields: false },
+    // A path no route serves: Connect error JSON like every other refusal (Connect's own is an empty 404).
+    fallback: (_request, response) =>
+      json(response as ServerResponse, 404, { code: "not_found", message: "no such route" }),
   });
 
   // One upstream SubscribeActivity per (cube, viewer class) for SSE streams and MCP pushes from the head.
@@ -334,6 +337,7 @@ function codeOfStatus(status: number): string {
   if (status === 401) return "unauthenticated";
   if (status === 403) return "permission_denied";
   if (status === 404) return "not_found";
+  if (status === 413) return "invalid_argument";
   if (status === 429) return "resource_exhausted";
   if (status === 503) return "unavailable";
   return status >= 500 ? "internal" : "unknown";

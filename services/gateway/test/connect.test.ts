@@ -189,8 +189,8 @@ describe("gateway: Connect/HTTP", () => {
       { cubeId: acme.cubeId, message: "x".repeat(2 * 1024 * 1024) },
       acme.user,
     );
-    // Connect reports an over-limit message as resource_exhausted (HTTP 429), before any upstream call.
-    expect([status, body.code]).toEqual([429, "resource_exhausted"]);
+    // 413 (not Connect's 429 resource_exhausted: "retry later"), before any upstream call (docs/decisions.md).
+    expect([status, body.code]).toEqual([413, "invalid_argument"]);
   });
 
   it("exports Prometheus metrics by route, method, status and Connect code on the metrics port only", async () => {

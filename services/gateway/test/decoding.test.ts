@@ -31,20 +31,24 @@ describe("decoding errors are the caller's (INVALID_ARGUMENT, never INTERNAL)", 
       body: Buffer.from(body),
     });
 
-  test("Connect unary application/proto `0a ff` → 400 invalid_argument", async () => {
+  test("Connect unary application/proto `0a ff` → 400 invalid_argument naming the field (cube_id)", async () => {
     const response = await post("unimatrix.cube.v1.CubeService/GetCube", "application/proto", UNDECODABLE);
     expect(response.status).toBe(400);
     const body = (await response.json()) as { code: string; message: string };
     expect(body.code).toBe("invalid_argument");
-    expect(body.message).toMatch(/^request: /);
+    expect(body.message).toMatch(/^cube_id: is not a valid unimatrix\.cube\.v1\.GetCubeRequest message/);
   });
 
   test("gRPC-Web: an undecodable message and a compressed flag without an encoding → grpc-status 3", async () => {
-    for (const frame of [envelope(0, UNDECODABLE), envelope(1, Uint8Array.of(1, 2, 3)), Uint8Array.of(0, 0, 0)]) {
+    for (const [frame, field] of [
+      [envelope(0, UNDECODABLE), "cube_id"],
+      [envelope(1, Uint8Array.of(1, 2, 3)), "request"],
+      [Uint8Array.of(0, 0, 0), "request"],
+    ] as const) {
       const response = await post("unimatrix.cube.v1.CubeService/GetCube", "application/grpc-web+proto", frame);
       expect(response.status).toBe(200);
       expect(response.headers.get("grpc-status")).toBe(String(grpc.status.INVALID_ARGUMENT));
-      expect(decodeURIComponent(response.headers.get("grpc-message") ?? "")).toMatch(/^request: /);
+      expect(decodeURIComponent(response.headers.get("grpc-message") ?? "")).toMatch(new RegExp(`^${field}: `));
     }
   });
 
@@ -82,7 +86,7 @@ describe("decoding errors are the caller's (INVALID_ARGUMENT, never INTERNAL)", 
       );
     });
     expect(unary.code).toBe(grpc.status.INVALID_ARGUMENT);
-    expect(unary.details).toMatch(/^request: is not a valid unimatrix\.cube\.v1\.GetCubeRequest/);
+    expect(unary.details).toMatch(/^cube_id: is not a valid unimatrix\.cube\.v1\.GetCubeRequest/);
     cube.close();
 
     const machine = await call<{ token: string }>(
@@ -107,7 +111,7 @@ describe("decoding errors are the caller's (INVALID_ARGUMENT, never INTERNAL)", 
     link.write(Buffer.from(UNDECODABLE));
     const error = await ended;
     expect(error.code).toBe(grpc.status.INVALID_ARGUMENT);
-    expect(error.details).toMatch(/^request: /);
+    expect(error.details).toMatch(/^hello: /);
     presence.close();
   });
 });

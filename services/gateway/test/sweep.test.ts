@@ -1,44 +1,32 @@
+import type { DescMethod } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { internalMethods, publicMethods } from "@unimatrix/app";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { principalFromMessage, signPrincipal } from "@unimatrix/service-kit/auth";
 import { createClient } from "@unimatrix/service-kit/grpc";
-import type { RunningService } from "@unimatrix/service-kit/service";
 import { TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
 import { type BadClass, badInputs, CLASSES } from "./sweep/inputs";
+import { rowCounts } from "./sweep/rows";
 import { type Answer, connectCall, grpcCall, servedByGateway } from "./sweep/transports";
 import { call, type System, seedTenant, startSystem } from "./system";
 
-/** Row counts of every table of every service's schema. */
-export async function rowCounts(services: readonly RunningService[]): Promise<Record<string, number>> {
-  const counts: Record<string, number> = {};
-  for (const service of services) {
-    const sql = await service.database.openSession();
-    try {
-      const schema = service.database.schema;
-      const tables = await sql.query<{ table_name: string }>(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE'",
-        [schema],
-      );
-      for (const { table_name } of tables) {
-        const [row] = await sql.query<{ n: string }>(`SELECT count(*)::text AS n FROM "${schema}"."${table_name}"`);
-        counts[`${service.name}.${table_name}`] = Number(row?.n ?? -1);
-      }
-    } finally {
-      await sql.close();
-    }
-  }
-  return counts;
-}
-
-/** A refusal the caller can act on: 4xx, not INTERNAL/UNKNOWN, and INVALID_ARGUMENT names a field. */
-function problemWith(answer: Answer): string | null {
+/**
+ * A refusal the caller can act on: 4xx, not INTERNAL/UNKNOWN, and INVALID_ARGUMENT names a field:
+ * the very field an input breaks (`cube_id ← upper case`), for binary and JSON alike.
+ */
+function problemWith(answer: Answer, what: string, method: DescMethod): string | null {
   if (answer.code === "ok") return "accepted";
   if (answer.http >= 500) return `HTTP ${answer.http}`;
   if (["internal", "unknown", "data_loss", "unavailable"].includes(answer.code)) return answer.code;
   if (answer.code !== "invalid_argument") return `${answer.code} instead of invalid_argument`;
   if (!/^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*: /.test(answer.message)) return `names no field: ${answer.message}`;
+  const name = /^([a-z][a-z0-9_]*) ← /.exec(what)?.[1];
+  const field = method.input.fields.find((f) => f.name === name);
+  // The field, or its oneof when the input sets a second member of one (`anchor: is set by both …`).
+  const names = field ? [field.name, ...(field.oneof ? [field.oneof.name] : [])] : [];
+  if (names.length > 0 && !names.some((n) => answer.message.startsWith(`${n}:`) || answer.message.startsWith(`${n}.`)))
+    return `names another field: ${answer.message}`;
   return null;
 }
 
@@ -117,7 +105,7 @@ describe.each([
             const answer = await send();
             sent++;
             perClass[input.class]++;
-            const problem = problemWith(answer);
+            const problem = problemWith(answer, input.what, method);
             if (problem) failures.push(`${method.parent.name}.${method.name} ${transport} ${input.what}: ${problem}`);
           }
         }

@@ -1,5 +1,6 @@
 import { create, type DescMessage, type DescService, fromBinary, toBinary } from "@bufbuild/protobuf";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
+import { binaryFault } from "./decode-faults";
 import { UndecodableRequest } from "./request-rules";
 
 /** The gRPC path of a method: `/<package.Service>/<Method>`. */
@@ -41,7 +42,9 @@ function requestDeserializer(schema: DescMessage) {
     try {
       return fromBinary(schema, bytes);
     } catch (error) {
-      return new UndecodableRequest(schema.typeName, error instanceof Error ? error.message : String(error));
+      const fault = binaryFault(schema, bytes);
+      const cause = fault?.reason ?? (error instanceof Error ? error.message : String(error));
+      return new UndecodableRequest(schema.typeName, cause, fault?.field);
     }
   };
 }

@@ -2,6 +2,7 @@
 export { isShutdown } from "../errors";
 export * from "./call";
 export * from "./client";
+export * from "./decode-faults";
 export * from "./definition";
 export * from "./field-rules";
 export * from "./health";

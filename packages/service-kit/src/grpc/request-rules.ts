@@ -73,6 +73,8 @@ export class UndecodableRequest {
     readonly typeName: string,
     /** What the decoder said. */
     readonly cause: string,
+    /** The field at fault (snake_case path), or `request`. */
+    readonly field = "request",
   ) {}
 }
 
@@ -82,7 +84,7 @@ export class UndecodableRequest {
  */
 export function checkRequest(schema: DescMessage, request: unknown): void {
   if (request instanceof UndecodableRequest) {
-    throw new InvalidArgumentError("request", `is not a valid ${request.typeName} message (${request.cause})`);
+    throw new InvalidArgumentError(request.field, `is not a valid ${request.typeName} message (${request.cause})`);
   }
   const result = validator.validate(schema, request as never);
   if (result.kind === "valid") return;

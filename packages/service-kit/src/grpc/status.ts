@@ -1,7 +1,7 @@
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import { DomainError, StoreAnomalyError } from "../errors";
-import { isTransactionTimeout, isUniqueViolation } from "../store/unique";
+import { isOutOfRange, isTransactionTimeout, isUniqueViolation } from "../store/unique";
 
 /** A caller-facing status: a gRPC code (Connect uses the same numbers) and a message safe to show. */
 export interface Status {
@@ -36,7 +36,8 @@ function connectStatus(error: unknown): Status | undefined {
  * THE error → status mapping, used by the gRPC host and the gateway's Connect, SSE and MCP surfaces:
  * - domain errors (incl. `ShutdownReason` → UNAVAILABLE) keep their code and message;
  * - statuses from downstream gRPC calls and Connect errors pass through;
- * - an uncaught unique violation is ALREADY_EXISTS, a Prisma transaction timeout UNAVAILABLE,
+ * - an uncaught unique violation is ALREADY_EXISTS, a value out of range for its column
+ *   INVALID_ARGUMENT (the contract's ranges are the first line), a Prisma transaction timeout UNAVAILABLE,
  *   a `StoreAnomalyError` ABORTED (each retryable or final, never INTERNAL);
  * - anything else is INTERNAL with a generic message.
  * With a logger, what the caller does not see (anomalies, INTERNAL causes) is logged.
@@ -51,6 +52,10 @@ export function toStatus(error: unknown, logger?: Logger, method?: string): Stat
     return { code: status.ABORTED, message: "the request conflicted with a concurrent change; retry" };
   }
   if (isUniqueViolation(error)) return { code: status.ALREADY_EXISTS, message: "a record with these values exists" };
+  if (isOutOfRange(error)) {
+    logger?.warn({ err: error, method }, "a value out of range reached the store; the contract should refuse it");
+    return { code: status.INVALID_ARGUMENT, message: "request: a value is out of range" };
+  }
   if (isTransactionTimeout(error)) {
     logger?.warn({ err: error, method }, "transaction timed out");
     return { code: status.UNAVAILABLE, message: "the store is busy; retry" };
