@@ -15,17 +15,18 @@ import { openStreamCounter, RedisStreamCounter } from "@unimatrix/service-kit/bu
 import { route } from "@unimatrix/service-kit/grpc";
 import { rawQuery } from "@unimatrix/service-kit/store";
 import { type CubeConfig, cubeEnv, readCubeConfig } from "./config";
+import type { CubeDeps } from "./deps";
+import { publishEffects } from "./effects";
 import { activityHandlers } from "./handlers/activity";
 import { cubeHandlers } from "./handlers/cube";
-import type { CubeDeps } from "./handlers/deps";
 import { identityHandlers } from "./handlers/identity";
 import { noticeHandlers } from "./handlers/notices";
 import { DeliveryRecorder } from "./live/deliveries";
 import { activityFeed } from "./live/feed";
+import { type LivenessRound, livenessRound } from "./ops/liveness";
 import { closeAuthCache, openAuthCache } from "./store/auth-cache";
 import { StorageGuard } from "./store/guard";
 import { resolveTokenCached } from "./store/identity";
-import { type LivenessRound, livenessRound } from "./store/liveness";
 import { openPrisma } from "./store/prisma";
 
 /** The service's SQL migrations (Prisma layout), beside src/ and dist/ alike. */
@@ -64,7 +65,7 @@ export const cubeService = defineService<CubeConfig>({
       name: "cube:activity-streams",
       logger,
     });
-    const round = () => livenessRound(deps);
+    const round = () => livenessRound(deps, (effects) => publishEffects(deps, effects));
     const deliveries = new DeliveryRecorder(deps);
     return {
       routes: [

@@ -13,6 +13,12 @@ import {
   roleToWire,
   seatStateFromWire,
 } from "../convert";
+import type { CubeDeps } from "../deps";
+import { runOp } from "../effects";
+import { attachSeat } from "../ops/attach-seat";
+import { evictDrone } from "../ops/evict-drone";
+import { setSeatState } from "../ops/seat-state";
+import { dronesSince, listDrones } from "../reads/drones";
 import { MANAGE } from "../rules/access";
 import { OffsetPages } from "../rules/paging";
 import { enumValue, name } from "../rules/request";
@@ -20,8 +26,6 @@ import type { SectionOp } from "../rules/sections";
 import { taxonomy } from "../rules/taxonomy";
 import { createCube, getCube, listCubes, updateCube } from "../store/cubes";
 import { createRole, listRoles, patchRoleSection, type RoleFields, updateRole } from "../store/roles";
-import { attachSeat, dronesSince, evictDrone, listDrones, setSeatState } from "../store/seats";
-import type { CubeDeps } from "./deps";
 
 const CLASSES = [RoleClass.QUEEN, RoleClass.WORKER] as const;
 const className = (c: RoleClass): "queen" | "worker" => (c === RoleClass.QUEEN ? "queen" : "worker");
@@ -146,14 +150,17 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       const priorDroneId = optionalUuid("prior_drone_id", request.priorDroneId);
       const hostname = request.hostname;
       const machineId = optionalUuid("machine_id", request.machineId);
-      const result = await attachSeat(deps, await ctx.principal(), {
-        cubeId,
-        roleId,
-        priorDroneId,
-        sessionToken: request.sessionToken,
-        hostname,
-        machineId,
-      });
+      const result = await runOp(
+        deps,
+        attachSeat(deps, await ctx.principal(), {
+          cubeId,
+          roleId,
+          priorDroneId,
+          sessionToken: request.sessionToken,
+          hostname,
+          machineId,
+        }),
+      );
       return attachToWire(result);
     },
 
@@ -181,14 +188,14 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
     async evictDrone(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const droneId = requireUuid("drone_id", request.droneId);
-      const { drone, revoked } = await evictDrone(deps, await ctx.principal(), cubeId, droneId);
+      const { drone, revoked } = await runOp(deps, evictDrone(deps, await ctx.principal(), cubeId, droneId));
       return { drone: droneToWire(drone), revokedSessionCount: revoked };
     },
 
     async setSeatState(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const state = seatStateFromWire(request.state);
-      const result = await setSeatState(deps, await ctx.principal(), cubeId, state, request.note);
+      const result = await runOp(deps, setSeatState(deps, await ctx.principal(), cubeId, state, request.note));
       return {
         drone: droneToWire(result.drone),
         changed: result.entry !== null,

@@ -11,6 +11,7 @@ import {
 import { constantTimeEquals, credentialKey, parseToken } from "@unimatrix/service-kit/auth";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { authenticatedToWire, clientToWire, grantToWire, tenantToWire, userToWire } from "../convert";
+import type { CubeDeps } from "../deps";
 import { type AccessLevel, clientOf, tenantOf, userTenantOf } from "../rules/access";
 import { OffsetPages } from "../rules/paging";
 import { enumValue, name } from "../rules/request";
@@ -24,7 +25,6 @@ import {
   revokeClient,
   rotateClient,
 } from "../store/identity";
-import type { CubeDeps } from "./deps";
 
 const ACCESS_LEVELS = [CubeAccess.READ, CubeAccess.WRITE, CubeAccess.MANAGE] as const;
 

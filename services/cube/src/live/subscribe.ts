@@ -7,13 +7,15 @@ import { credentialKey } from "@unimatrix/service-kit/auth";
 import { type StreamCounter, StreamLimiter } from "@unimatrix/service-kit/bus";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
 import { eventOf } from "../convert";
-import type { CubeDeps } from "../handlers/deps";
+import type { CubeDeps } from "../deps";
+import { runOp } from "../effects";
+import { noteWait } from "../ops/note-read";
+import { positionOf } from "../reads/activity";
 import { READ } from "../rules/access";
 import { viewerOf } from "../rules/visibility";
 import { requireAccess } from "../store/access";
-import { loadItems, positionOf, scanVisible } from "../store/activity";
 import { streamCredential } from "../store/identity";
-import { renewHolderClaims } from "../store/leases";
+import { loadItems, scanVisible } from "../tables/entries";
 import type { DeliveryRecorder } from "./deliveries";
 import type { ActivityFeed } from "./feed";
 import { type Event, StreamSink } from "./sink";
@@ -38,8 +40,7 @@ export function subscribeActivity(
     const s = await requireAccess(deps.prisma, principal, cubeId, READ, "reading");
     const start = request.after === undefined ? BigInt(s.cube.head) : positionOf("after", s, request.after);
     // Opening a stream is a drone's activity (MCP log_wait opens one per wait): it renews its claims.
-    if (principal.kind === "drone-session")
-      await renewHolderClaims(deps.fast, principal.droneId, deps.clock.now(), deps.config.claimLeaseSeconds);
+    await runOp(deps, noteWait(deps, principal));
     const credentialId = await streamCredential(deps, principal);
     const release = await limiter.acquire(credentialKey(principal));
     const sink = new StreamSink(deps, principal, cubeId, start, viewerOf(s), credentialId, request.accessChanges);

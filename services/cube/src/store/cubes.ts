@@ -2,10 +2,11 @@ import { randomUUID } from "node:crypto";
 import { AlreadyExistsError, InvalidArgumentError, NotFoundError, PermissionDeniedError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import { isUniqueViolation } from "@unimatrix/service-kit/store";
-import type { CubeDeps } from "../handlers/deps";
+import type { CubeDeps } from "../deps";
+import { publishEffects } from "../effects";
 import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";
 import { cachedAccess, cubeRow, requireAccess } from "./access";
-import { authTag, invalidateAuth } from "./auth-cache";
+import { authTag } from "./auth-cache";
 import { inTransaction } from "./prisma";
 import type { Cube } from "./rows";
 
@@ -148,6 +149,6 @@ export async function updateCube(
     return { cube, access: s.access };
   });
   // The taxonomy is cached with access (the append checks kinds against it).
-  await invalidateAuth(deps, [authTag.cube(cubeId)]);
+  await publishEffects(deps, { authTags: [authTag.cube(cubeId)] });
   return updated;
 }

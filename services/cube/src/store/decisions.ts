@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
-import type { CubeDeps } from "../handlers/deps";
+import type { CubeDeps } from "../deps";
 import { authorPrincipalId, READ, WRITE } from "../rules/access";
 import { viewerOf, visibleTo } from "../rules/visibility";
+import { labelOf } from "../tables/principals";
 import { requireAccess } from "./access";
-import { labelOf } from "./activity";
 import type { Decision } from "./rows";
 
 /** Records a decision. Requires WRITE; a named entry must be visible in this cube. */
@@ -28,7 +28,7 @@ export async function recordDecision(
       authorDroneId: s.drone?.id ?? null,
       authorPrincipalId: authorPrincipalId(principal),
       authorPrincipalKind: principal.kind,
-      authorLabel: await labelOf(deps.prisma, principal, s),
+      authorLabel: await labelOf(deps.prisma, principal, s.drone),
       title: input.title,
       rationale: input.rationale,
       entryId: input.entryId ?? null,

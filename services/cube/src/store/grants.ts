@@ -1,10 +1,10 @@
 import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
-import type { CubeDeps } from "../handlers/deps";
-import { accessOf, ringAfterCommit } from "../live/channels";
+import type { CubeDeps } from "../deps";
+import { publishEffects } from "../effects";
 import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";
 import { requireAccess } from "./access";
-import { authTag, invalidateAuth } from "./auth-cache";
+import { authTag } from "./auth-cache";
 import { inTransaction, type Tx } from "./prisma";
 import type { CubeGrant } from "./rows";
 
@@ -35,8 +35,10 @@ export async function setCubeGrant(
       update: { access, updatedAt: now },
     });
   });
-  await invalidateAuth(deps, [authTag.cube(cubeId)]);
-  await ringAfterCommit(deps, [cubeId], accessOf([clientId]));
+  await publishEffects(deps, {
+    authTags: [authTag.cube(cubeId)],
+    access: { cubeIds: [cubeId], subjectIds: [clientId] },
+  });
   return grant;
 }
 
@@ -55,8 +57,10 @@ export async function revokeCubeGrant(
     return result.count > 0;
   });
   if (removed) {
-    await invalidateAuth(deps, [authTag.cube(cubeId)]);
-    await ringAfterCommit(deps, [cubeId], accessOf([clientId]));
+    await publishEffects(deps, {
+      authTags: [authTag.cube(cubeId)],
+      access: { cubeIds: [cubeId], subjectIds: [clientId] },
+    });
   }
   return removed;
 }

@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
 import { issueToken, type ParsedToken, type Principal, sha256, verifySecret } from "@unimatrix/service-kit/auth";
 import { isUniqueViolation } from "@unimatrix/service-kit/store";
-import type { CubeDeps } from "../handlers/deps";
-import { accessOf, ringAfterCommit } from "../live/channels";
-import { authTag, invalidateAuth, principalTags } from "./auth-cache";
+import type { CubeDeps } from "../deps";
+import { publishEffects } from "../effects";
+import { authTag, principalTags } from "./auth-cache";
 import { bytes, inTransaction, type Tx } from "./prisma";
 import type { ApiClient, ResolvedToken, Tenant, User } from "./rows";
 
@@ -146,8 +146,10 @@ export async function rotateClient(
     const revoked = await revokeSessionsOfClient(tx, clientId, now);
     return { client, revoked, cubes: [...revoked.cubes, ...(await cubesOfClient(tx, clientId))] };
   });
-  await invalidateAuth(deps, [authTag.client(clientId)]);
-  await ringAfterCommit(deps, result.cubes, accessOf([clientId]));
+  await publishEffects(deps, {
+    authTags: [authTag.client(clientId)],
+    access: { cubeIds: result.cubes, subjectIds: [clientId] },
+  });
   return { client: result.client, token: issued.token, revoked: result.revoked.count };
 }
 
@@ -161,8 +163,10 @@ export async function revokeClient(deps: CubeDeps, tenantId: string, clientId: s
     const revoked = await revokeSessionsOfClient(tx, clientId, now);
     return { client, cubes: [...revoked.cubes, ...(await cubesOfClient(tx, clientId))] };
   });
-  await invalidateAuth(deps, [authTag.client(clientId)]);
-  await ringAfterCommit(deps, result.cubes, accessOf([clientId]));
+  await publishEffects(deps, {
+    authTags: [authTag.client(clientId)],
+    access: { cubeIds: result.cubes, subjectIds: [clientId] },
+  });
   return result.client;
 }
 

@@ -2,12 +2,13 @@ import { randomUUID } from "node:crypto";
 import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import { isUniqueViolation } from "@unimatrix/service-kit/store";
-import type { CubeDeps } from "../handlers/deps";
+import type { CubeDeps } from "../deps";
+import { publishEffects } from "../effects";
 import { MANAGE, READ } from "../rules/access";
 import { MAX_DOCUMENT_BYTES } from "../rules/request";
 import { patchSection, type SectionOp } from "../rules/sections";
 import { requireAccess } from "./access";
-import { authTag, invalidateAuth } from "./auth-cache";
+import { authTag } from "./auth-cache";
 import { inTransaction, type Tx } from "./prisma";
 import type { Role } from "./rows";
 
@@ -74,7 +75,7 @@ export async function updateRole(
       return tx.role.update({ where: { id: roleId }, data: { ...change, updatedAt: now } });
     });
     // What its drones may broadcast and see is cached with their access.
-    await invalidateAuth(deps, [authTag.cube(cubeId)]);
+    await publishEffects(deps, { authTags: [authTag.cube(cubeId)] });
     return role;
   } catch (error) {
     if (isUniqueViolation(error)) throw taken();
