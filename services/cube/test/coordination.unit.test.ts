@@ -1,10 +1,5 @@
 import { COALESCED_KINDS, coalesces } from "../src/rules/coalesce";
-import {
-  fenceHolds,
-  type LeaseFacts,
-  staleAtFor,
-  takeOverDecision,
-} from "../src/rules/lease";
+import { fenceHolds, type LeaseFacts, staleAtFor, takeOverDecision } from "../src/rules/lease";
 import { notificationText } from "../src/rules/preview";
 import { answersQuestion } from "../src/rules/questions";
 import { isSeatChange, seatStateMessage } from "../src/rules/seat";

@@ -5,4 +5,3 @@ export const COALESCED_KINDS: ReadonlySet<string> = new Set(["ack", "reply"]);
 export function coalesces(kind: string, actorDroneId: string | undefined, windowSeconds: number): boolean {
   return windowSeconds > 0 && actorDroneId !== undefined && COALESCED_KINDS.has(kind);
 }
-
