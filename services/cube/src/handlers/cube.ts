@@ -80,7 +80,10 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
         request.taxonomyJson === undefined || request.taxonomyJson === ""
           ? request.taxonomyJson
           : taxonomy("taxonomy_json", request.taxonomyJson);
-      const { cube, access } = await updateCube(deps, await ctx.principal(), cubeId, { directive, taxonomyJson });
+      const { cube, access } = await runOp(
+        deps,
+        updateCube(deps, await ctx.principal(), cubeId, { directive, taxonomyJson }),
+      );
       return { cube: cubeToWire(cube, access) };
     },
 
@@ -118,7 +121,7 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       if (request.canBroadcast !== undefined) change.canBroadcast = request.canBroadcast;
       if (request.receivesAllDirect !== undefined) change.receivesAllDirect = request.receivesAllDirect;
       if (Object.keys(change).length === 0) throw new InvalidArgumentError("role", "set at least one field to change");
-      return { role: roleToWire(await updateRole(deps, await ctx.principal(), cubeId, roleId, change)) };
+      return { role: roleToWire(await runOp(deps, updateRole(deps, await ctx.principal(), cubeId, roleId, change))) };
     },
 
     async listRoles(request, ctx) {

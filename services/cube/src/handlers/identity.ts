@@ -12,6 +12,7 @@ import { constantTimeEquals, credentialKey, parseToken } from "@unimatrix/servic
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { authenticatedToWire, clientToWire, grantToWire, tenantToWire, userToWire } from "../convert";
 import type { CubeDeps } from "../deps";
+import { runOp } from "../effects";
 import { type AccessLevel, clientOf, tenantOf, userTenantOf } from "../rules/access";
 import { OffsetPages } from "../rules/paging";
 import { enumValue, name } from "../rules/request";
@@ -68,14 +69,14 @@ export function identityHandlers(
       const tenantId = tenantOf(principal);
       if (principal.kind !== "user" && !(principal.kind === "client" && principal.subjectId === clientId))
         throw new PermissionDeniedError("only users or the client itself rotate a credential");
-      const { client, token, revoked } = await rotateClient(deps, tenantId, clientId);
+      const { client, token, revoked } = await runOp(deps, rotateClient(deps, tenantId, clientId));
       return { client: clientToWire(client), token, revokedSessionCount: revoked };
     },
 
     async revokeClient(request, ctx) {
       const clientId = requireUuid("client_id", request.clientId);
       const tenantId = userTenantOf(await ctx.principal());
-      return { client: clientToWire(await revokeClient(deps, tenantId, clientId)) };
+      return { client: clientToWire(await runOp(deps, revokeClient(deps, tenantId, clientId))) };
     },
 
     async listClients(request, ctx) {
@@ -96,14 +97,17 @@ export function identityHandlers(
       const clientId = requireUuid("client_id", request.clientId);
       const cubeId = requireUuid("cube_id", request.cubeId);
       const access = enumValue("access", request.access, ACCESS_LEVELS);
-      const grant = await setCubeGrant(deps, await ctx.principal(), clientId, cubeId, access as AccessLevel);
+      const grant = await runOp(
+        deps,
+        setCubeGrant(deps, await ctx.principal(), clientId, cubeId, access as AccessLevel),
+      );
       return { grant: grantToWire(grant) };
     },
 
     async revokeCubeGrant(request, ctx) {
       const clientId = requireUuid("client_id", request.clientId);
       const cubeId = requireUuid("cube_id", request.cubeId);
-      return { removed: await revokeCubeGrant(deps, await ctx.principal(), clientId, cubeId) };
+      return { removed: await runOp(deps, revokeCubeGrant(deps, await ctx.principal(), clientId, cubeId)) };
     },
 
     async listCubeGrants(request, ctx) {

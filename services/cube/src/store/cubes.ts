@@ -3,7 +3,7 @@ import { AlreadyExistsError, InvalidArgumentError, NotFoundError, PermissionDeni
 import type { Principal } from "@unimatrix/service-kit/auth";
 import { isUniqueViolation } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../deps";
-import { publishEffects } from "../effects";
+import type { OpResult } from "../effects";
 import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";
 import { cachedAccess, cubeRow, requireAccess } from "./access";
 import { authTag } from "./auth-cache";
@@ -128,7 +128,7 @@ export async function updateCube(
   principal: Principal,
   cubeId: string,
   change: { directive?: string; taxonomyJson?: string },
-) {
+): Promise<OpResult<{ cube: Cube; access: AccessLevel }>> {
   if (change.directive === undefined && change.taxonomyJson === undefined)
     throw new InvalidArgumentError("directive", "set directive and/or taxonomy_json");
   await requireAccess(deps.prisma, principal, cubeId, MANAGE, "updating the cube");
@@ -149,6 +149,8 @@ export async function updateCube(
     return { cube, access: s.access };
   });
   // The taxonomy is cached with access (the append checks kinds against it).
-  await publishEffects(deps, { authTags: [authTag.cube(cubeId)] });
-  return updated;
+  return {
+    result: { cube: updated.cube, access: updated.access as AccessLevel },
+    effects: { authTags: [authTag.cube(cubeId)] },
+  };
 }

@@ -1,7 +1,7 @@
 import { FailedPreconditionError, NotFoundError } from "@unimatrix/service-kit";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../deps";
-import { publishEffects } from "../effects";
+import type { OpResult } from "../effects";
 import { type AccessLevel, clientOf, MANAGE, tenantOf } from "../rules/access";
 import { requireAccess } from "./access";
 import { authTag } from "./auth-cache";
@@ -16,14 +16,14 @@ async function checkGrantCaller(tx: Tx, principal: Principal, cubeId: string, cl
   return { client, cube, tenantId };
 }
 
-/** Grants (or changes) a client's access to a cube. */
+/** Grants (or changes) a client's access to a cube. Effects: the cube's cached access dropped, its streams re-check. */
 export async function setCubeGrant(
   deps: CubeDeps,
   principal: Principal,
   clientId: string,
   cubeId: string,
   access: AccessLevel,
-): Promise<CubeGrant> {
+): Promise<OpResult<CubeGrant>> {
   await deps.guard.admit(200);
   const now = deps.clock.now();
   const grant = await inTransaction(deps.prisma, async (tx) => {
@@ -35,11 +35,10 @@ export async function setCubeGrant(
       update: { access, updatedAt: now },
     });
   });
-  await publishEffects(deps, {
-    authTags: [authTag.cube(cubeId)],
-    access: { cubeIds: [cubeId], subjectIds: [clientId] },
-  });
-  return grant;
+  return {
+    result: grant,
+    effects: { authTags: [authTag.cube(cubeId)], access: { cubeIds: [cubeId], subjectIds: [clientId] } },
+  };
 }
 
 /** Removes a client's grant on a cube; the owner's own grant stays. Idempotent. */
@@ -48,7 +47,7 @@ export async function revokeCubeGrant(
   principal: Principal,
   clientId: string,
   cubeId: string,
-): Promise<boolean> {
+): Promise<OpResult<boolean>> {
   const removed = await inTransaction(deps.prisma, async (tx) => {
     const { cube } = await checkGrantCaller(tx, principal, cubeId, clientId);
     if (cube.ownerKind === "client" && cube.ownerId === clientId)
@@ -56,13 +55,11 @@ export async function revokeCubeGrant(
     const result = await tx.cubeGrant.deleteMany({ where: { clientId, cubeId } });
     return result.count > 0;
   });
-  if (removed) {
-    await publishEffects(deps, {
-      authTags: [authTag.cube(cubeId)],
-      access: { cubeIds: [cubeId], subjectIds: [clientId] },
-    });
-  }
-  return removed;
+  if (!removed) return { result: false, effects: {} };
+  return {
+    result: true,
+    effects: { authTags: [authTag.cube(cubeId)], access: { cubeIds: [cubeId], subjectIds: [clientId] } },
+  };
 }
 
 /** Lists grants: a user sees the tenant's, a client (or drone session) its own. */

@@ -3,7 +3,7 @@ import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from "@uni
 import { issueToken, type ParsedToken, type Principal, sha256, verifySecret } from "@unimatrix/service-kit/auth";
 import { isUniqueViolation } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../deps";
-import { publishEffects } from "../effects";
+import type { OpResult } from "../effects";
 import { authTag, principalTags } from "./auth-cache";
 import { bytes, inTransaction, type Tx } from "./prisma";
 import type { ApiClient, ResolvedToken, Tenant, User } from "./rows";
@@ -128,7 +128,7 @@ export async function rotateClient(
   deps: CubeDeps,
   tenantId: string,
   clientId: string,
-): Promise<{ client: ApiClient; token: string; revoked: number }> {
+): Promise<OpResult<{ client: ApiClient; token: string; revoked: number }>> {
   const now = deps.clock.now();
   const issued = issueToken("client");
   const result = await inTransaction(deps.prisma, async (tx) => {
@@ -146,15 +146,14 @@ export async function rotateClient(
     const revoked = await revokeSessionsOfClient(tx, clientId, now);
     return { client, revoked, cubes: [...revoked.cubes, ...(await cubesOfClient(tx, clientId))] };
   });
-  await publishEffects(deps, {
-    authTags: [authTag.client(clientId)],
-    access: { cubeIds: result.cubes, subjectIds: [clientId] },
-  });
-  return { client: result.client, token: issued.token, revoked: result.revoked.count };
+  return {
+    result: { client: result.client, token: issued.token, revoked: result.revoked.count },
+    effects: { authTags: [authTag.client(clientId)], access: { cubeIds: result.cubes, subjectIds: [clientId] } },
+  };
 }
 
 /** Revokes a client and all its drone sessions. Idempotent. */
-export async function revokeClient(deps: CubeDeps, tenantId: string, clientId: string): Promise<ApiClient> {
+export async function revokeClient(deps: CubeDeps, tenantId: string, clientId: string): Promise<OpResult<ApiClient>> {
   const now = deps.clock.now();
   const result = await inTransaction(deps.prisma, async (tx) => {
     const existing = await lockClient(tx, tenantId, clientId);
@@ -163,11 +162,10 @@ export async function revokeClient(deps: CubeDeps, tenantId: string, clientId: s
     const revoked = await revokeSessionsOfClient(tx, clientId, now);
     return { client, cubes: [...revoked.cubes, ...(await cubesOfClient(tx, clientId))] };
   });
-  await publishEffects(deps, {
-    authTags: [authTag.client(clientId)],
-    access: { cubeIds: result.cubes, subjectIds: [clientId] },
-  });
-  return result.client;
+  return {
+    result: result.client,
+    effects: { authTags: [authTag.client(clientId)], access: { cubeIds: result.cubes, subjectIds: [clientId] } },
+  };
 }
 
 /** Resolves a user, client or drone token to a principal; null when unknown, revoked or expired. */

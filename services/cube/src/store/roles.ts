@@ -3,7 +3,7 @@ import { AlreadyExistsError, InvalidArgumentError, NotFoundError } from "@unimat
 import type { Principal } from "@unimatrix/service-kit/auth";
 import { isUniqueViolation } from "@unimatrix/service-kit/store";
 import type { CubeDeps } from "../deps";
-import { publishEffects } from "../effects";
+import type { OpResult } from "../effects";
 import { MANAGE, READ } from "../rules/access";
 import { MAX_DOCUMENT_BYTES } from "../rules/request";
 import { patchSection, type SectionOp } from "../rules/sections";
@@ -63,7 +63,7 @@ export async function updateRole(
   cubeId: string,
   roleId: string,
   change: Partial<RoleFields>,
-) {
+): Promise<OpResult<Role>> {
   await requireAccess(deps.prisma, principal, cubeId, MANAGE, "updating roles");
   await deps.guard.admit(Buffer.byteLength(change.detailedDescription ?? "") + 100);
   const now = deps.clock.now();
@@ -75,8 +75,7 @@ export async function updateRole(
       return tx.role.update({ where: { id: roleId }, data: { ...change, updatedAt: now } });
     });
     // What its drones may broadcast and see is cached with their access.
-    await publishEffects(deps, { authTags: [authTag.cube(cubeId)] });
-    return role;
+    return { result: role, effects: { authTags: [authTag.cube(cubeId)] } };
   } catch (error) {
     if (isUniqueViolation(error)) throw taken();
     throw error;
