@@ -23,17 +23,18 @@ import { appendEntry } from "../ops/append";
 import { claimEntry } from "../ops/claim";
 import { noteRead } from "../ops/note-read";
 import { readUnread } from "../ops/read-unread";
+import { recordDecision } from "../ops/record-decision";
 import { releaseClaim } from "../ops/release";
 import { renewClaim } from "../ops/renew";
 import { takeOverClaim } from "../ops/take-over";
 import { readActivity } from "../reads/activity";
 import { checkFence, listReceipts } from "../reads/claims";
+import { listDecisions } from "../reads/decisions";
 import { listQuestions, readThread } from "../reads/threads";
 import { encodeCursor } from "../rules/cursor";
 import { checkEntry } from "../rules/entry";
 import { OffsetPages } from "../rules/paging";
 import { name } from "../rules/request";
-import { listDecisions, recordDecision } from "../store/decisions";
 
 /** ActivityService: the log, acks, claims, decisions and the live stream. */
 export function activityHandlers(
@@ -116,7 +117,10 @@ export function activityHandlers(
       const title = name("title", request.title);
       const rationale = request.rationale;
       const entryId = optionalUuid("entry_id", request.entryId);
-      const decision = await recordDecision(deps, await ctx.principal(), cubeId, { title, rationale, entryId });
+      const decision = await runOp(
+        deps,
+        recordDecision(deps, await ctx.principal(), cubeId, { title, rationale, entryId }),
+      );
       return { decision: decisionToWire(decision) };
     },
 

@@ -16,16 +16,19 @@ import {
 import type { CubeDeps } from "../deps";
 import { runOp } from "../effects";
 import { attachSeat } from "../ops/attach-seat";
+import { createCube } from "../ops/create-cube";
 import { evictDrone } from "../ops/evict-drone";
+import { createRole, patchRoleSection, type RoleFields, updateRole } from "../ops/roles";
 import { setSeatState } from "../ops/seat-state";
+import { updateCube } from "../ops/update-cube";
+import { getCube, listCubes } from "../reads/cubes";
 import { dronesSince, listDrones } from "../reads/drones";
+import { listRoles } from "../reads/roles";
 import { MANAGE } from "../rules/access";
 import { OffsetPages } from "../rules/paging";
 import { enumValue, name } from "../rules/request";
 import type { SectionOp } from "../rules/sections";
 import { taxonomy } from "../rules/taxonomy";
-import { createCube, getCube, listCubes, updateCube } from "../store/cubes";
-import { createRole, listRoles, patchRoleSection, type RoleFields, updateRole } from "../store/roles";
 
 const CLASSES = [RoleClass.QUEEN, RoleClass.WORKER] as const;
 const className = (c: RoleClass): "queen" | "worker" => (c === RoleClass.QUEEN ? "queen" : "worker");
@@ -49,12 +52,10 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
         request.taxonomyJson === undefined || request.taxonomyJson === ""
           ? undefined
           : taxonomy("taxonomy_json", request.taxonomyJson);
-      const { cube, created } = await createCube(deps, await ctx.principal(), {
-        requestKey,
-        name: cubeName,
-        directive,
-        taxonomyJson,
-      });
+      const { cube, created } = await runOp(
+        deps,
+        createCube(deps, await ctx.principal(), { requestKey, name: cubeName, directive, taxonomyJson }),
+      );
       return { cube: cubeToWire(cube, MANAGE), created };
     },
 
@@ -103,7 +104,7 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
         canBroadcast: request.canBroadcast,
         receivesAllDirect: request.receivesAllDirect,
       };
-      return { role: roleToWire(await createRole(deps, await ctx.principal(), cubeId, fields)) };
+      return { role: roleToWire(await runOp(deps, createRole(deps, await ctx.principal(), cubeId, fields))) };
     },
 
     async updateRole(request, ctx) {
@@ -143,7 +144,10 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       if (section === "" || section.includes("\n"))
         throw new InvalidArgumentError("section", "must be one non-empty line");
       if (op === "remove" && request.text !== "") throw new InvalidArgumentError("text", "must be empty for REMOVE");
-      const role = await patchRoleSection(deps, await ctx.principal(), cubeId, roleId, op, section, request.text);
+      const role = await runOp(
+        deps,
+        patchRoleSection(deps, await ctx.principal(), cubeId, roleId, op, section, request.text),
+      );
       return { role: roleToWire(role) };
     },
 

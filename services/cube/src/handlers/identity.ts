@@ -13,10 +13,11 @@ import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { authenticatedToWire, clientToWire, grantToWire, tenantToWire, userToWire } from "../convert";
 import type { CubeDeps } from "../deps";
 import { runOp } from "../effects";
+import { revokeCubeGrant, setCubeGrant } from "../ops/cube-grant";
+import { listCubeGrants } from "../reads/grants";
 import { type AccessLevel, clientOf, tenantOf, userTenantOf } from "../rules/access";
 import { OffsetPages } from "../rules/paging";
 import { enumValue, name } from "../rules/request";
-import { listCubeGrants, revokeCubeGrant, setCubeGrant } from "../store/grants";
 import {
   createTenant,
   issueClient,
