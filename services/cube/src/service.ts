@@ -24,9 +24,9 @@ import { noticeHandlers } from "./handlers/notices";
 import { DeliveryRecorder } from "./live/deliveries";
 import { type ActivityFeed, activityFeed } from "./live/feed";
 import { type LivenessRound, livenessRound } from "./ops/liveness";
+import { resolveTokenCached } from "./reads/credentials";
 import { closeAuthCache, openAuthCache } from "./store/auth-cache";
 import { StorageGuard } from "./store/guard";
-import { resolveTokenCached } from "./store/identity";
 import { openPrisma } from "./store/prisma";
 
 /** The service's SQL migrations (Prisma layout), beside src/ and dist/ alike. */

@@ -25,10 +25,10 @@ import { releaseClaim } from "../src/ops/release";
 import { renewClaim } from "../src/ops/renew";
 import { setSeatState } from "../src/ops/seat-state";
 import { takeOverClaim } from "../src/ops/take-over";
+import { resolveToken } from "../src/reads/credentials";
 import { ACTIVITY, cubeChannel, noticeChannel } from "../src/rules/channels";
 import type { NewEntry } from "../src/rules/entry";
 import { authTag } from "../src/store/auth-cache";
-import { resolveToken } from "../src/store/identity";
 import { pendingNotices } from "../src/tables/notices";
 import { createCallContext } from "./call-context";
 import {

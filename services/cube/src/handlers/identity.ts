@@ -14,19 +14,12 @@ import { authenticatedToWire, clientToWire, grantToWire, tenantToWire, userToWir
 import type { CubeDeps } from "../deps";
 import { runOp } from "../effects";
 import { revokeCubeGrant, setCubeGrant } from "../ops/cube-grant";
+import { createTenant, issueClient, issueUserToken, revokeClient, rotateClient } from "../ops/identity";
+import { listClients, resolveTokenCached } from "../reads/credentials";
 import { listCubeGrants } from "../reads/grants";
 import { type AccessLevel, clientOf, tenantOf, userTenantOf } from "../rules/access";
 import { OffsetPages } from "../rules/paging";
 import { enumValue, name } from "../rules/request";
-import {
-  createTenant,
-  issueClient,
-  issueUserToken,
-  listClients,
-  resolveTokenCached,
-  revokeClient,
-  rotateClient,
-} from "../store/identity";
 
 const ACCESS_LEVELS = [CubeAccess.READ, CubeAccess.WRITE, CubeAccess.MANAGE] as const;
 
@@ -43,7 +36,7 @@ export function identityHandlers(
       const adminName = name("admin_display_name", request.adminDisplayName);
       const principal = await ctx.principal();
       if (principal.kind !== "operator") throw new PermissionDeniedError("only the operator creates tenants");
-      const { tenant, user, token } = await createTenant(deps, tenantName, adminName);
+      const { tenant, user, token } = await runOp(deps, createTenant(deps, tenantName, adminName));
       return { tenant: tenantToWire(tenant), adminUser: userToWire(user), adminUserToken: token };
     },
 
@@ -53,14 +46,14 @@ export function identityHandlers(
         throw new InvalidArgumentError("display_name", "must be empty when user_id is set");
       const displayName = userId ? undefined : name("display_name", request.displayName);
       const tenantId = userTenantOf(await ctx.principal());
-      const { user, token } = await issueUserToken(deps, tenantId, { userId, displayName });
+      const { user, token } = await runOp(deps, issueUserToken(deps, tenantId, { userId, displayName }));
       return { user: userToWire(user), token };
     },
 
     async issueClient(request, ctx) {
       const clientName = name("name", request.name);
       const tenantId = userTenantOf(await ctx.principal());
-      const { client, token } = await issueClient(deps, tenantId, clientName);
+      const { client, token } = await runOp(deps, issueClient(deps, tenantId, clientName));
       return { client: clientToWire(client), token };
     },
 

@@ -7,12 +7,12 @@ import {
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { Lag } from "@unimatrix/service-kit/bus";
 import type { CubeDeps } from "../deps";
+import { revokedReason } from "../reads/credentials";
 import { READ } from "../rules/access";
 import { subjectsOfAccess } from "../rules/channels";
 import { encodeCursor } from "../rules/cursor";
 import { type Viewer, viewerOf, visibleTo } from "../rules/visibility";
 import { requireAccess } from "../store/access";
-import { revokedReason } from "../store/identity";
 import type { ActivityListener, FedItem } from "./feed";
 
 /** A SubscribeActivity event as a stream yields it. */
