@@ -56,7 +56,7 @@ const as = (token: string) => ({ metadata: { authorization: `Bearer ${token}` } 
 const fmt = (n: number, d = 0) => n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The append's own statement (store/activity.ts appendEntry), as the floor runs it. */
+/** The append's own statement (tables/entries.ts insertEntry), as the floor runs it. */
 const APPEND_SQL = `
   WITH touch AS (
     UPDATE drones SET last_seen_at = $1, last_log_post_at = $1, silent_ping_count = 0, last_silent_ping_at = NULL

@@ -38,12 +38,13 @@ import {
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { principalKindOf } from "@unimatrix/service-kit/auth";
 import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
+import type { AttachResult } from "./ops/attach-seat";
+import type { ClaimResult } from "./ops/claim";
+import type { ReleaseResult } from "./ops/release";
 import { encodeCursor } from "./rules/cursor";
 import type { TakeOverDecision } from "./rules/lease";
 import { noticeText } from "./rules/preview";
 import type { SeatStateName } from "./rules/seat";
-import type { PendingNotice } from "./store/notices";
-import type { ClaimResult, ReleaseResult } from "./store/reactions";
 import type {
   ActivityRow,
   ApiClient,
@@ -59,7 +60,7 @@ import type {
   Tenant,
   User,
 } from "./store/rows";
-import type { AttachResult } from "./store/seats";
+import type { PendingNotice } from "./tables/notices";
 
 const ts = (date: Date) => timestampFromDate(date);
 const optTs = (date: Date | null | undefined) => (date ? timestampFromDate(date) : undefined);

@@ -15,18 +15,19 @@ import {
 } from "@unimatrix/service-kit/service";
 import { rawQuery } from "@unimatrix/service-kit/store";
 import { type CubeConfig, cubeEnv, readCubeConfig } from "./config";
+import type { CubeDeps } from "./deps";
+import { publishEffects } from "./effects";
 import { activityHandlers } from "./handlers/activity";
 import { cubeHandlers } from "./handlers/cube";
-import type { CubeDeps } from "./handlers/deps";
 import { identityHandlers } from "./handlers/identity";
 import { noticeHandlers } from "./handlers/notices";
 import { DeliveryRecorder } from "./live/deliveries";
-import { activityFeed } from "./live/feed";
+import { type ActivityFeed, activityFeed } from "./live/feed";
 import { MachineDirectory } from "./live/machines";
+import { type LivenessRound, livenessRound } from "./ops/liveness";
+import { resolveTokenCached } from "./reads/credentials";
 import { closeAuthCache, openAuthCache } from "./store/auth-cache";
 import { StorageGuard } from "./store/guard";
-import { resolveTokenCached } from "./store/identity";
-import { type LivenessRound, livenessRound } from "./store/liveness";
 import { openPrisma } from "./store/prisma";
 
 /** The service's SQL migrations (Prisma layout), beside src/ and dist/ alike. */
@@ -66,7 +67,7 @@ export const cubeService = defineService<CubeConfig>({
       name: "cube:activity-streams",
       logger,
     });
-    const round = () => livenessRound(deps);
+    const round = () => livenessRound(deps, (effects) => publishEffects(deps, effects));
     const deliveries = new DeliveryRecorder(deps);
     return {
       routes: [
@@ -82,7 +83,7 @@ export const cubeService = defineService<CubeConfig>({
         resolveToken: async (parsed, raw) => (await resolveTokenCached(deps, parsed, raw))?.principal ?? null,
       }),
       background: [{ name: LIVENESS_JOB, everyMs: config.livenessIntervalMs, run: round }],
-      extra: { livenessRound: round },
+      extra: { livenessRound: round, deps, feed },
       async close() {
         await feed.close();
         await deliveries.close();
@@ -107,6 +108,10 @@ export interface RunningCube extends StartedService<CubeConfig> {
   scanLiveness(): Promise<string[]>;
   /** Runs one liveness round now; resolves with everything it did (pings, stale claims, nudges). */
   livenessRound(): Promise<LivenessRound>;
+  /** The wired dependencies: handler- and op-level tests call handlers and ops on them without a socket. */
+  readonly deps: CubeDeps;
+  /** The replica's activity feed (what the ActivityService handlers are built on). */
+  readonly feed: ActivityFeed;
 }
 
 /** Starts the cube service from its manifest (`startService(cubeService, ...)`), for tests, bench and the composition. */
@@ -114,5 +119,10 @@ export async function startCube(options: CubeServiceOptions): Promise<RunningCub
   const { cube, ...rest } = options;
   const running = await startService(cubeService, { ...rest, serviceConfig: cube });
   const round = running.extra.livenessRound as () => Promise<LivenessRound>;
-  return Object.assign(running, { livenessRound: round, scanLiveness: async () => (await round()).pinged });
+  return Object.assign(running, {
+    livenessRound: round,
+    scanLiveness: async () => (await round()).pinged,
+    deps: running.extra.deps as CubeDeps,
+    feed: running.extra.feed as ActivityFeed,
+  });
 }

@@ -1,7 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { machineOf } from "../src/rules/access";
+import { noticeChannel } from "../src/rules/channels";
+import { NOTICE_KINDS } from "../src/rules/notices";
 import { noticeText, PREVIEW_CHARS } from "../src/rules/preview";
-import { distinctMachines, NOTICE_KINDS, noticeChannel } from "../src/store/notices";
+import { distinctMachines } from "../src/tables/notices";
 
 describe("notice rules", () => {
   it("a DIRECT entry's text names its author and folds and cuts the message like every preview", () => {

@@ -14,20 +14,28 @@ import {
   releaseOutcomeToWire,
   takeOverOutcomeToWire,
 } from "../convert";
+import type { CubeDeps } from "../deps";
+import { runOp } from "../effects";
 import type { DeliveryRecorder } from "../live/deliveries";
 import type { ActivityFeed } from "../live/feed";
 import { subscribeActivity } from "../live/subscribe";
+import { ackEntry } from "../ops/ack";
+import { appendEntry } from "../ops/append";
+import { claimEntry } from "../ops/claim";
+import { noteRead } from "../ops/note-read";
+import { readUnread } from "../ops/read-unread";
+import { recordDecision } from "../ops/record-decision";
+import { releaseClaim } from "../ops/release";
+import { renewClaim } from "../ops/renew";
+import { takeOverClaim } from "../ops/take-over";
+import { readActivity } from "../reads/activity";
+import { checkFence, listReceipts } from "../reads/claims";
+import { listDecisions } from "../reads/decisions";
+import { listQuestions, readThread } from "../reads/threads";
 import { encodeCursor } from "../rules/cursor";
 import { checkEntry } from "../rules/entry";
 import { OffsetPages } from "../rules/paging";
 import { name } from "../rules/request";
-import { appendEntry, readActivity, readUnread } from "../store/activity";
-import { listDecisions, recordDecision } from "../store/decisions";
-import { checkFence, renewClaim, takeOverClaim } from "../store/leases";
-import { ackEntry, claimEntry, releaseClaim } from "../store/reactions";
-import { listReceipts } from "../store/receipts";
-import { afterRead, listQuestions, readThread } from "../store/threads";
-import type { CubeDeps } from "./deps";
 
 /** ActivityService: the log, acks, claims, decisions and the live stream. */
 export function activityHandlers(
@@ -46,7 +54,7 @@ export function activityHandlers(
     async appendEntry(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const input = checkEntry(request);
-      const entry = await appendEntry(deps, await ctx.principal(), cubeId, input);
+      const entry = await runOp(deps, appendEntry(deps, await ctx.principal(), cubeId, input));
       wake(cubeId);
       return { entry: entryToWire(entry) };
     },
@@ -56,7 +64,7 @@ export function activityHandlers(
       const size = pageSize("page_size", request.pageSize);
       const principal = await ctx.principal();
       const page = await readActivity(deps, principal, cubeId, request.cursor, size);
-      await afterRead(deps, principal, page.items);
+      await runOp(deps, noteRead(deps, principal, page.items));
       return {
         items: page.items.map(itemToWire),
         nextCursor: page.last === page.after ? request.cursor : encodeCursor(cubeId, page.last),
@@ -68,15 +76,15 @@ export function activityHandlers(
       const cubeId = requireUuid("cube_id", request.cubeId);
       const size = pageSize("page_size", request.pageSize);
       const principal = await ctx.principal();
-      const page = await readUnread(deps, principal, cubeId, size);
-      await afterRead(deps, principal, page.items);
+      const page = await runOp(deps, readUnread(deps, principal, cubeId, size));
+      await runOp(deps, noteRead(deps, principal, page.items));
       return { items: page.items.map(itemToWire), cursor: encodeCursor(cubeId, page.last), hasMore: page.hasMore };
     },
 
     async ackEntry(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const entryId = requireUuid("entry_id", request.entryId);
-      const result = await ackEntry(deps, await ctx.principal(), cubeId, entryId, request.quiet);
+      const result = await runOp(deps, ackEntry(deps, await ctx.principal(), cubeId, entryId, request.quiet));
       if (result.newlyAcked) wake(cubeId);
       return { newlyAcked: result.newlyAcked, entry: entryToWire(result.entry) };
     },
@@ -84,7 +92,7 @@ export function activityHandlers(
     async claimEntry(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const entryId = requireUuid("entry_id", request.entryId);
-      const result = await claimEntry(deps, await ctx.principal(), cubeId, entryId);
+      const result = await runOp(deps, claimEntry(deps, await ctx.principal(), cubeId, entryId));
       if (result.outcome === "claimed") wake(cubeId);
       return {
         outcome: claimOutcomeToWire(result.outcome),
@@ -96,7 +104,7 @@ export function activityHandlers(
     async releaseClaim(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const entryId = requireUuid("entry_id", request.entryId);
-      const result = await releaseClaim(deps, await ctx.principal(), cubeId, entryId);
+      const result = await runOp(deps, releaseClaim(deps, await ctx.principal(), cubeId, entryId));
       if (result.outcome === "released") wake(cubeId);
       return {
         outcome: releaseOutcomeToWire(result.outcome),
@@ -110,7 +118,10 @@ export function activityHandlers(
       const title = name("title", request.title);
       const rationale = request.rationale;
       const entryId = optionalUuid("entry_id", request.entryId);
-      const decision = await recordDecision(deps, await ctx.principal(), cubeId, { title, rationale, entryId });
+      const decision = await runOp(
+        deps,
+        recordDecision(deps, await ctx.principal(), cubeId, { title, rationale, entryId }),
+      );
       return { decision: decisionToWire(decision) };
     },
 
@@ -139,6 +150,8 @@ export function activityHandlers(
       const binding = { caller: credentialKey(principal), filter: { cubeId, entryId } };
       const offset = threadPages.offset(request.pageToken, binding);
       const thread = await readThread(deps, principal, cubeId, entryId, offset, size);
+      const read = [...(thread.root ? [thread.root] : []), ...thread.replies.slice(0, size)];
+      await runOp(deps, noteRead(deps, principal, read));
       const page = threadPages.page(thread.replies, offset, size, binding);
       return {
         root: thread.root ? entryToWire(thread.root) : undefined,
@@ -150,7 +163,7 @@ export function activityHandlers(
     async renewClaim(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const entryId = requireUuid("entry_id", request.entryId);
-      const result = await renewClaim(deps, await ctx.principal(), cubeId, entryId);
+      const result = await runOp(deps, renewClaim(deps, await ctx.principal(), cubeId, entryId));
       return {
         outcome: result.outcome === "renewed" ? RenewOutcome.RENEWED : RenewOutcome.NOT_HOLDER,
         claim: claimToWire(result.claim),
@@ -161,7 +174,7 @@ export function activityHandlers(
       const cubeId = requireUuid("cube_id", request.cubeId);
       const entryId = requireUuid("entry_id", request.entryId);
       const fence = requireFence(request.fence);
-      const result = await takeOverClaim(deps, await ctx.principal(), cubeId, entryId, fence);
+      const result = await runOp(deps, takeOverClaim(deps, await ctx.principal(), cubeId, entryId, fence));
       if (result.outcome === "take_over") wake(cubeId);
       return { outcome: takeOverOutcomeToWire(result.outcome), claim: claimToWire(result.claim) };
     },

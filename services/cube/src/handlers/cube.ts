@@ -14,15 +14,22 @@ import {
   roleToWire,
   seatStateFromWire,
 } from "../convert";
+import type { CubeDeps } from "../deps";
+import { runOp } from "../effects";
+import { attachSeat } from "../ops/attach-seat";
+import { createCube } from "../ops/create-cube";
+import { evictDrone } from "../ops/evict-drone";
+import { createRole, patchRoleSection, type RoleFields, updateRole } from "../ops/roles";
+import { setSeatState } from "../ops/seat-state";
+import { updateCube } from "../ops/update-cube";
+import { getCube, listCubes } from "../reads/cubes";
+import { dronesSince, listDrones } from "../reads/drones";
+import { listRoles } from "../reads/roles";
 import { MANAGE } from "../rules/access";
 import { OffsetPages } from "../rules/paging";
 import { enumValue, name } from "../rules/request";
 import type { SectionOp } from "../rules/sections";
 import { taxonomy } from "../rules/taxonomy";
-import { createCube, getCube, listCubes, updateCube } from "../store/cubes";
-import { createRole, listRoles, patchRoleSection, type RoleFields, updateRole } from "../store/roles";
-import { attachSeat, dronesSince, evictDrone, listDrones, setSeatState } from "../store/seats";
-import type { CubeDeps } from "./deps";
 
 const CLASSES = [RoleClass.QUEEN, RoleClass.WORKER] as const;
 const className = (c: RoleClass): "queen" | "worker" => (c === RoleClass.QUEEN ? "queen" : "worker");
@@ -46,12 +53,10 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
         request.taxonomyJson === undefined || request.taxonomyJson === ""
           ? undefined
           : taxonomy("taxonomy_json", request.taxonomyJson);
-      const { cube, created } = await createCube(deps, await ctx.principal(), {
-        requestKey,
-        name: cubeName,
-        directive,
-        taxonomyJson,
-      });
+      const { cube, created } = await runOp(
+        deps,
+        createCube(deps, await ctx.principal(), { requestKey, name: cubeName, directive, taxonomyJson }),
+      );
       return { cube: cubeToWire(cube, MANAGE), created };
     },
 
@@ -77,7 +82,10 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
         request.taxonomyJson === undefined || request.taxonomyJson === ""
           ? request.taxonomyJson
           : taxonomy("taxonomy_json", request.taxonomyJson);
-      const { cube, access } = await updateCube(deps, await ctx.principal(), cubeId, { directive, taxonomyJson });
+      const { cube, access } = await runOp(
+        deps,
+        updateCube(deps, await ctx.principal(), cubeId, { directive, taxonomyJson }),
+      );
       return { cube: cubeToWire(cube, access) };
     },
 
@@ -97,7 +105,7 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
         canBroadcast: request.canBroadcast,
         receivesAllDirect: request.receivesAllDirect,
       };
-      return { role: roleToWire(await createRole(deps, await ctx.principal(), cubeId, fields)) };
+      return { role: roleToWire(await runOp(deps, createRole(deps, await ctx.principal(), cubeId, fields))) };
     },
 
     async updateRole(request, ctx) {
@@ -115,7 +123,7 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       if (request.canBroadcast !== undefined) change.canBroadcast = request.canBroadcast;
       if (request.receivesAllDirect !== undefined) change.receivesAllDirect = request.receivesAllDirect;
       if (Object.keys(change).length === 0) throw new InvalidArgumentError("role", "set at least one field to change");
-      return { role: roleToWire(await updateRole(deps, await ctx.principal(), cubeId, roleId, change)) };
+      return { role: roleToWire(await runOp(deps, updateRole(deps, await ctx.principal(), cubeId, roleId, change))) };
     },
 
     async listRoles(request, ctx) {
@@ -137,7 +145,10 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       if (section === "" || section.includes("\n"))
         throw new InvalidArgumentError("section", "must be one non-empty line");
       if (op === "remove" && request.text !== "") throw new InvalidArgumentError("text", "must be empty for REMOVE");
-      const role = await patchRoleSection(deps, await ctx.principal(), cubeId, roleId, op, section, request.text);
+      const role = await runOp(
+        deps,
+        patchRoleSection(deps, await ctx.principal(), cubeId, roleId, op, section, request.text),
+      );
       return { role: roleToWire(role) };
     },
 
@@ -147,14 +158,17 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
       const priorDroneId = optionalUuid("prior_drone_id", request.priorDroneId);
       const hostname = request.hostname;
       const machineId = optionalUuid("machine_id", request.machineId);
-      const result = await attachSeat(deps, await ctx.principal(), {
-        cubeId,
-        roleId,
-        priorDroneId,
-        sessionToken: request.sessionToken,
-        hostname,
-        machineId,
-      });
+      const result = await runOp(
+        deps,
+        attachSeat(deps, await ctx.principal(), {
+          cubeId,
+          roleId,
+          priorDroneId,
+          sessionToken: request.sessionToken,
+          hostname,
+          machineId,
+        }),
+      );
       return attachToWire(result);
     },
 
@@ -182,14 +196,14 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
     async evictDrone(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const droneId = requireUuid("drone_id", request.droneId);
-      const { drone, revoked } = await evictDrone(deps, await ctx.principal(), cubeId, droneId);
+      const { drone, revoked } = await runOp(deps, evictDrone(deps, await ctx.principal(), cubeId, droneId));
       return { drone: droneToWire(drone), revokedSessionCount: revoked };
     },
 
     async setSeatState(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const state = seatStateFromWire(request.state);
-      const result = await setSeatState(deps, await ctx.principal(), cubeId, state, request.note);
+      const result = await runOp(deps, setSeatState(deps, await ctx.principal(), cubeId, state, request.note));
       return {
         drone: droneToWire(result.drone),
         changed: result.entry !== null,

@@ -5,20 +5,15 @@ import { InvalidArgumentError, PermissionDeniedError, UnauthenticatedError } fro
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit/rules";
 import { authenticatedToWire, clientToWire, grantToWire, tenantToWire, userToWire } from "../convert";
+import type { CubeDeps } from "../deps";
+import { runOp } from "../effects";
+import { revokeCubeGrant, setCubeGrant } from "../ops/cube-grant";
+import { createTenant, issueClient, issueUserToken, revokeClient, rotateClient } from "../ops/identity";
+import { listClients, resolveTokenCached } from "../reads/credentials";
+import { listCubeGrants } from "../reads/grants";
 import { type AccessLevel, clientOf, tenantOf, userTenantOf } from "../rules/access";
 import { OffsetPages } from "../rules/paging";
 import { enumValue, name } from "../rules/request";
-import { listCubeGrants, revokeCubeGrant, setCubeGrant } from "../store/grants";
-import {
-  createTenant,
-  issueClient,
-  issueUserToken,
-  listClients,
-  resolveTokenCached,
-  revokeClient,
-  rotateClient,
-} from "../store/identity";
-import type { CubeDeps } from "./deps";
 
 const ACCESS_LEVELS = [CubeAccess.READ, CubeAccess.WRITE, CubeAccess.MANAGE] as const;
 
@@ -35,7 +30,7 @@ export function identityHandlers(
       const adminName = name("admin_display_name", request.adminDisplayName);
       const principal = await ctx.principal();
       if (principal.kind !== "operator") throw new PermissionDeniedError("only the operator creates tenants");
-      const { tenant, user, token } = await createTenant(deps, tenantName, adminName);
+      const { tenant, user, token } = await runOp(deps, createTenant(deps, tenantName, adminName));
       return { tenant: tenantToWire(tenant), adminUser: userToWire(user), adminUserToken: token };
     },
 
@@ -45,14 +40,14 @@ export function identityHandlers(
         throw new InvalidArgumentError("display_name", "must be empty when user_id is set");
       const displayName = userId ? undefined : name("display_name", request.displayName);
       const tenantId = userTenantOf(await ctx.principal());
-      const { user, token } = await issueUserToken(deps, tenantId, { userId, displayName });
+      const { user, token } = await runOp(deps, issueUserToken(deps, tenantId, { userId, displayName }));
       return { user: userToWire(user), token };
     },
 
     async issueClient(request, ctx) {
       const clientName = name("name", request.name);
       const tenantId = userTenantOf(await ctx.principal());
-      const { client, token } = await issueClient(deps, tenantId, clientName);
+      const { client, token } = await runOp(deps, issueClient(deps, tenantId, clientName));
       return { client: clientToWire(client), token };
     },
 
@@ -62,14 +57,14 @@ export function identityHandlers(
       const tenantId = tenantOf(principal);
       if (principal.kind !== "user" && !(principal.kind === "client" && principal.subjectId === clientId))
         throw new PermissionDeniedError("only users or the client itself rotate a credential");
-      const { client, token, revoked } = await rotateClient(deps, tenantId, clientId);
+      const { client, token, revoked } = await runOp(deps, rotateClient(deps, tenantId, clientId));
       return { client: clientToWire(client), token, revokedSessionCount: revoked };
     },
 
     async revokeClient(request, ctx) {
       const clientId = requireUuid("client_id", request.clientId);
       const tenantId = userTenantOf(await ctx.principal());
-      return { client: clientToWire(await revokeClient(deps, tenantId, clientId)) };
+      return { client: clientToWire(await runOp(deps, revokeClient(deps, tenantId, clientId))) };
     },
 
     async listClients(request, ctx) {
@@ -90,14 +85,17 @@ export function identityHandlers(
       const clientId = requireUuid("client_id", request.clientId);
       const cubeId = requireUuid("cube_id", request.cubeId);
       const access = enumValue("access", request.access, ACCESS_LEVELS);
-      const grant = await setCubeGrant(deps, await ctx.principal(), clientId, cubeId, access as AccessLevel);
+      const grant = await runOp(
+        deps,
+        setCubeGrant(deps, await ctx.principal(), clientId, cubeId, access as AccessLevel),
+      );
       return { grant: grantToWire(grant) };
     },
 
     async revokeCubeGrant(request, ctx) {
       const clientId = requireUuid("client_id", request.clientId);
       const cubeId = requireUuid("cube_id", request.cubeId);
-      return { removed: await revokeCubeGrant(deps, await ctx.principal(), clientId, cubeId) };
+      return { removed: await runOp(deps, revokeCubeGrant(deps, await ctx.principal(), clientId, cubeId)) };
     },
 
     async listCubeGrants(request, ctx) {

@@ -1,10 +1,11 @@
 import type { NoticeService } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { requireUuid } from "@unimatrix/service-kit/rules";
+import type { CubeDeps } from "../deps";
+import { runOp } from "../effects";
 import { watchNotices } from "../live/notices";
+import { confirmNotice } from "../ops/confirm-notice";
 import { machineOf } from "../rules/access";
-import { confirmNotice } from "../store/notices";
-import type { CubeDeps } from "./deps";
 
 /** NoticeService: a machine's notices (MACHINE principals only; presence relays them over the Link). */
 export function noticeHandlers(deps: CubeDeps): ServiceImpl<typeof NoticeService> {
@@ -17,7 +18,7 @@ export function noticeHandlers(deps: CubeDeps): ServiceImpl<typeof NoticeService
     async confirmNotice(request, ctx) {
       const caller = machineOf(await ctx.principal());
       const noticeId = requireUuid("notice_id", request.noticeId);
-      const newlyConfirmed = await confirmNotice(deps, caller.tenantId, caller.machineId, noticeId);
+      const newlyConfirmed = await runOp(deps, confirmNotice(deps, caller.tenantId, caller.machineId, noticeId));
       return { newlyConfirmed };
     },
   };

@@ -1,6 +1,6 @@
 import type { SubscribeActivityResponse } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import type { CubeDeps } from "../handlers/deps";
-import { type Delivery, markDeliveredMany } from "../store/receipts";
+import type { CubeDeps } from "../deps";
+import { type Delivery, markDeliveredMany } from "../tables/receipts";
 
 /** How often the recorder writes what streams delivered. */
 const DELIVERY_FLUSH_MS = 200;

@@ -2,11 +2,11 @@ import type { SubscribeActivityResponse } from "@unimatrix/contracts/unimatrix/c
 import { Feed, type FeedListener, type FeedSource } from "@unimatrix/service-kit/bus";
 import { encodeOnce } from "@unimatrix/service-kit/grpc";
 import { eventOf } from "../convert";
-import type { CubeDeps } from "../handlers/deps";
-import { headOf, loadItems, readAfter } from "../store/activity";
+import type { CubeDeps } from "../deps";
+import { cubeChannel, subjectsOfAccess } from "../rules/channels";
 import type { PrismaClient } from "../store/prisma";
 import type { ActivityRow } from "../store/rows";
-import { cubeChannel, subjectsOfAccess } from "./channels";
+import { headOf, loadItems, readAfter } from "../tables/entries";
 
 /**
  * One committed item as the feed hands it to streams: the row (for visibility and contiguity) and

@@ -4,9 +4,10 @@ import type { WatchNoticesResponseSchema } from "@unimatrix/contracts/unimatrix/
 import { BUS_DOWN_POLL_MS } from "@unimatrix/service-kit/bus";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
 import { noticeToWire } from "../convert";
-import type { CubeDeps } from "../handlers/deps";
+import type { CubeDeps } from "../deps";
 import type { MachineCaller } from "../rules/access";
-import { noticeChannel, pendingNotices } from "../store/notices";
+import { noticeChannel } from "../rules/channels";
+import { pendingNotices } from "../tables/notices";
 
 /** Notices read per pass (a machine with more pending gets the rest after it confirms some). */
 const NOTICE_PAGE = 500;

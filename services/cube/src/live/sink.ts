@@ -6,13 +6,13 @@ import {
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { Lag } from "@unimatrix/service-kit/bus";
-import type { CubeDeps } from "../handlers/deps";
+import type { CubeDeps } from "../deps";
+import { revokedReason } from "../reads/credentials";
 import { READ } from "../rules/access";
+import { subjectsOfAccess } from "../rules/channels";
 import { encodeCursor } from "../rules/cursor";
 import { type Viewer, viewerOf, visibleTo } from "../rules/visibility";
 import { requireAccess } from "../store/access";
-import { revokedReason } from "../store/identity";
-import { subjectsOfAccess } from "./channels";
 import type { ActivityListener, FedItem } from "./feed";
 
 /** A SubscribeActivity event as a stream yields it. */

@@ -8,13 +8,15 @@ import { UnauthenticatedError } from "@unimatrix/service-kit/errors";
 import { type CallContext, isShutdown } from "@unimatrix/service-kit/grpc";
 import { requireUuid } from "@unimatrix/service-kit/rules";
 import { eventOf } from "../convert";
-import type { CubeDeps } from "../handlers/deps";
+import type { CubeDeps } from "../deps";
+import { runOp } from "../effects";
+import { noteWait } from "../ops/note-read";
+import { positionOf } from "../reads/activity";
+import { revokedReason, streamCredential } from "../reads/credentials";
 import { READ } from "../rules/access";
 import { viewerOf } from "../rules/visibility";
 import { requireAccess } from "../store/access";
-import { loadItems, positionOf, scanVisible } from "../store/activity";
-import { revokedReason, streamCredential } from "../store/identity";
-import { renewHolderClaims } from "../store/leases";
+import { loadItems, scanVisible } from "../tables/entries";
 import type { DeliveryRecorder } from "./deliveries";
 import type { ActivityFeed } from "./feed";
 import { type Event, StreamSink } from "./sink";
@@ -39,8 +41,7 @@ export function subscribeActivity(
     const s = await requireAccess(deps.prisma, principal, cubeId, READ, "reading");
     const start = request.after === undefined ? BigInt(s.cube.head) : positionOf("after", s, request.after);
     // Opening a stream is a drone's activity (MCP log_wait opens one per wait): it renews its claims.
-    if (principal.kind === "drone-session")
-      await renewHolderClaims(deps.fast, principal.droneId, deps.clock.now(), deps.config.claimLeaseSeconds);
+    await runOp(deps, noteWait(deps, principal));
     // A principal resolved from a credential since rotated or revoked (an edge that has not heard
     // the news yet, or heard it while the bus was down) opens nothing: the reconnect is refused.
     const credentialId = principal.credentialId ?? (await streamCredential(deps, principal));

@@ -10,21 +10,9 @@ export interface LeaseFacts {
   readonly staleAt: Date;
 }
 
-/** The fence the next ClaimEntry takes: 1 for an entry never claimed, + 1 after a release. */
-export function nextClaimFence(existing: Pick<LeaseFacts, "fence" | "state"> | null): bigint {
-  if (!existing) return 1n;
-  if (existing.state !== "released") throw new Error("a held or stale claim is not claimable");
-  return existing.fence + 1n;
-}
-
 /** When a lease renewed at `at` turns stale. */
 export function staleAtFor(at: Date, leaseSeconds: number): Date {
   return new Date(at.getTime() + leaseSeconds * 1000);
-}
-
-/** Whether the scan turns a claim stale: HELD and past its due time, or its holder drone has no live session. */
-export function turnsStale(claim: Pick<LeaseFacts, "state" | "staleAt">, now: Date, holderLive: boolean): boolean {
-  return claim.state === "held" && (claim.staleAt <= now || !holderLive);
 }
 
 /** What TakeOverClaim does for a caller holding `callerKey` who saw `fence`. */

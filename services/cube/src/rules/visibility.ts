@@ -1,3 +1,4 @@
+import { NotFoundError } from "@unimatrix/service-kit/errors";
 import { WRITE } from "./access";
 
 /** Who is reading: a drone (with what decides its visibility) or another principal. */
@@ -36,4 +37,10 @@ export function visibleTo(viewer: Viewer, item: VisibilityFacts): boolean {
   if (item.visibility === "broadcast" || viewer.kind === "principal") return true;
   if (!viewer.participant) return false;
   return viewer.allDirect || item.authorDroneId === viewer.droneId || item.recipientDroneIds.includes(viewer.droneId);
+}
+
+/** An item the viewer may see, else NOT_FOUND naming `what` (an unseen item reads as a missing one: no oracle). */
+export function requireVisible<T extends VisibilityFacts>(viewer: Viewer, item: T | null, what = "entry not found"): T {
+  if (!item || !visibleTo(viewer, item)) throw new NotFoundError(what);
+  return item;
 }

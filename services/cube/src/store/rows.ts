@@ -10,6 +10,7 @@ export type {
   Decision,
   Drone,
   DroneSession,
+  Prisma,
   Receipt,
   Role,
   Tenant,

@@ -1,14 +1,5 @@
-import type { Bus } from "@unimatrix/service-kit/bus";
-import { publishAfterCommit } from "@unimatrix/service-kit/bus";
-import { NotFoundError } from "@unimatrix/service-kit/errors";
+/** Rows of `notices`: an activity item to carry to the machine a recipient drone's session runs on. Row SQL only. */
 import type { RawQuery } from "@unimatrix/service-kit/store";
-import type { Logger } from "pino";
-import type { CubeDeps } from "../handlers/deps";
-import { inTransaction } from "./prisma";
-import { markDelivered } from "./receipts";
-
-/** Notification kinds a drone must not miss: each queues a notice for a drone on a machine. */
-export const NOTICE_KINDS: ReadonlySet<string> = new Set(["reply", "claim_stale", "takeover", "unread_nudge"]);
 
 /** The machine a notice is for: its doorbell is rung after the commit that queued it. */
 export interface QueuedFor {
@@ -26,25 +17,11 @@ export interface NoticeSubject {
   readonly droneIds: readonly string[];
 }
 
-/** A machine's notice doorbell (`notices:<machine id>`): rung after a commit that queued notices for it. */
-export function noticeChannel(machineId: string): string {
-  return `notices:${machineId}`;
-}
-
-/** Rings the machines' notice doorbells after a commit (the kit's post-commit publish: never throws). */
-export async function ringNotices(
-  deps: { bus: Bus; logger: Logger },
-  machines: Iterable<{ readonly machineId: string }>,
-): Promise<void> {
-  const channels = [...new Set([...machines].map((m) => noticeChannel(m.machineId)))];
-  if (channels.length > 0) await publishAfterCommit(deps.bus, channels, "notice", deps.logger);
-}
-
 /**
- * THE function that queues notices, inside the caller's transaction: for each subject, one notice
- * per recipient drone whose newest live session (unrevoked, unexpired at `at`) names a machine.
- * Idempotent per (item, drone). Returns the machines notices were queued for — ring them with
- * `ringNotices` after the commit (a missed ring is healed by the watch's poll).
+ * THE statement that queues notices (the append's one statement inlines the same for its DIRECT
+ * recipients), inside the caller's transaction: for each subject, one notice per recipient drone
+ * whose newest live session (unrevoked, unexpired at `at`) names a machine. Idempotent per (item,
+ * drone). Returns the machines notices were queued for, to ring after the commit.
  */
 export async function queueNotices(db: RawQuery, subjects: readonly NoticeSubject[], at: Date): Promise<QueuedFor[]> {
   const items: string[] = [];
@@ -72,16 +49,6 @@ export async function queueNotices(db: RawQuery, subjects: readonly NoticeSubjec
       ORDER BY ds.created_at DESC LIMIT 1) s
     ON CONFLICT (item_id, drone_id) DO NOTHING
     RETURNING tenant_id::text, machine_id::text`;
-  return distinctMachines(rows);
-}
-
-/**
- * The machines notices about an entry were queued for: the entry's own (DIRECT) and those of
- * notifications about it (a REPLY names the reply), to ring after the commit that queued them.
- */
-export async function noticesQueuedFor(db: RawQuery, entryId: string): Promise<QueuedFor[]> {
-  const rows = await db.$queryRaw<{ tenant_id: string; machine_id: string }[]>`
-    SELECT DISTINCT tenant_id::text, machine_id::text FROM notices WHERE entry_id = ${entryId}::uuid`;
   return distinctMachines(rows);
 }
 
@@ -152,36 +119,27 @@ export async function pendingNotices(
   }));
 }
 
-/**
- * Confirms a notice of the calling machine: sets `confirmed_at` once and, in the same
- * transaction, the entry's receipt delivered via MACHINE_LINK (first delivery only) when the
- * notice carried the entry (DIRECT) or a reply (REPLY). Idempotent:
- * a repeat answers false and changes nothing. NOT_FOUND when the notice is not this machine's.
- */
-export async function confirmNotice(
-  deps: CubeDeps,
-  tenantId: string,
-  machineId: string,
-  noticeId: string,
-): Promise<boolean> {
-  const now = deps.clock.now();
-  return inTransaction(deps.prisma, async (tx) => {
-    const [row] = await tx.$queryRaw<
-      { entry_id: string | null; drone_id: string; confirmed_at: Date | null; delivers: boolean }[]
-    >`
-      SELECT n.entry_id::text, n.drone_id::text, n.confirmed_at,
-             (a.item_type = 'entry' OR a.notification_kind = 'reply') AS delivers
-      FROM notices n JOIN activity_items a ON a.id = n.item_id
-      WHERE n.id = ${noticeId}::uuid AND n.tenant_id = ${tenantId}::uuid AND n.machine_id = ${machineId}::uuid
-      FOR UPDATE OF n`;
-    if (!row) throw new NotFoundError("notice not found");
-    if (row.confirmed_at !== null) return false;
-    await tx.$queryRaw`UPDATE notices SET confirmed_at = ${now} WHERE id = ${noticeId}::uuid RETURNING id`;
-    // The entry itself (DIRECT) or a reply (its REPLY notification) was delivered; a CLAIM_STALE,
-    // TAKEOVER or UNREAD_NUDGE about an entry is not that entry's delivery.
-    if (row.entry_id && row.delivers) {
-      await markDelivered(tx, { entryId: row.entry_id, droneId: row.drone_id, via: "machine_link", at: now });
-    }
-    return true;
-  });
+/** A machine's notice locked for confirming: its entry, drone, whether confirmed, and whether it delivers the entry. */
+export interface LockedNotice {
+  readonly entry_id: string | null;
+  readonly drone_id: string;
+  readonly confirmed_at: Date | null;
+  /** The entry itself (DIRECT) or a reply (its REPLY notification): confirming it is the entry's delivery. */
+  readonly delivers: boolean;
+}
+
+/** A notice of this tenant's machine locked `FOR UPDATE OF` the notice, or null when not this machine's. */
+export async function lockNotice(tx: RawQuery, tenantId: string, machineId: string, noticeId: string) {
+  const [row] = await tx.$queryRaw<LockedNotice[]>`
+    SELECT n.entry_id::text, n.drone_id::text, n.confirmed_at,
+           (a.item_type = 'entry' OR a.notification_kind = 'reply') AS delivers
+    FROM notices n JOIN activity_items a ON a.id = n.item_id
+    WHERE n.id = ${noticeId}::uuid AND n.tenant_id = ${tenantId}::uuid AND n.machine_id = ${machineId}::uuid
+    FOR UPDATE OF n`;
+  return row ?? null;
+}
+
+/** Stamps a notice confirmed. */
+export async function stampConfirmed(tx: RawQuery, noticeId: string, now: Date): Promise<void> {
+  await tx.$queryRaw`UPDATE notices SET confirmed_at = ${now} WHERE id = ${noticeId}::uuid RETURNING id`;
 }

@@ -1,10 +1,7 @@
-import type { Principal } from "@unimatrix/service-kit/auth";
-import { PermissionDeniedError } from "@unimatrix/service-kit/errors";
+/** Rows of `receipts`: per recipient of an entry, when it was delivered, read, acked and nudged. Row SQL only. */
 import type { RawQuery } from "@unimatrix/service-kit/store";
-import type { CubeDeps } from "../handlers/deps";
-import { READ } from "../rules/access";
-import { visibleEntry } from "./reactions";
-import type { Receipt } from "./rows";
+import type { PrismaClient, Tx } from "../store/prisma";
+import type { Receipt } from "../store/rows";
 
 /** How an entry reached a recipient (the `delivered_via` column). */
 export type DeliveryVia = "stream" | "machine_link";
@@ -21,8 +18,7 @@ export interface Delivery {
  * Records the first delivery of an entry to a recipient drone: sets `delivered_at`/`delivered_via`
  * on its receipt when not delivered yet (a later delivery, on any channel, changes nothing).
  * Returns whether this call recorded it. No receipt row (not a DIRECT recipient nor a drone a reply
- * notified) is not an error: nothing is written and it answers false. Works on a Prisma client, a
- * transaction or the kit's `rawQuery`.
+ * notified) is not an error: nothing is written and it answers false.
  */
 export async function markDelivered(db: RawQuery, delivery: Delivery): Promise<boolean> {
   const rows = await db.$queryRaw<{ entry_id: string }[]>`
@@ -93,27 +89,44 @@ export async function openReceipts(
     RETURNING entry_id`;
 }
 
-/**
- * The receipts of an entry, in recipient order, with each drone's label. Requires READ and a
- * visible entry; a drone caller must be the entry's author (else PERMISSION_DENIED).
- */
-export async function listReceipts(
-  deps: CubeDeps,
-  principal: Principal,
-  cubeId: string,
-  entryId: string,
-): Promise<(Receipt & { label: string })[]> {
-  const { entry } = await visibleEntry(deps, principal, cubeId, entryId, "listing receipts", READ);
-  if (principal.kind === "drone-session" && entry.authorDroneId !== principal.droneId)
-    throw new PermissionDeniedError("only the entry's author drone lists its receipts");
-  const receipts = await deps.prisma.receipt.findMany({
+/** The receipts of an entry, in recipient order, with each drone's label. */
+export async function receiptsOf(db: PrismaClient | Tx, entryId: string): Promise<(Receipt & { label: string })[]> {
+  const receipts = await db.receipt.findMany({
     where: { entryId },
     orderBy: [{ ordinal: "asc" }, { droneId: "asc" }],
   });
-  const drones = await deps.prisma.drone.findMany({
+  const drones = await db.drone.findMany({
     where: { id: { in: receipts.map((r) => r.droneId) } },
     select: { id: true, label: true },
   });
   const labels = new Map(drones.map((d) => [d.id, d.label]));
   return receipts.map((r) => ({ ...r, label: labels.get(r.droneId) ?? "" }));
+}
+
+/** The most unread nudges one scan round sends. */
+const NUDGE_SCAN_LIMIT = 25;
+
+/**
+ * Stamps due unread nudges: up to 25 receipts of DIRECT entries expecting a reply, unread by a
+ * non-evicted recipient and posted before `postedBefore`, never nudged, picked `FOR UPDATE SKIP
+ * LOCKED` and stamped `nudged_at` in one statement. A stamped receipt is out of the window for good.
+ */
+export async function stampDueNudges(tx: RawQuery, now: Date, postedBefore: Date) {
+  return tx.$queryRaw<
+    { entry_id: string; drone_id: string; cube_id: string; message: string; author_drone_id: string | null }[]
+  >`
+    WITH due AS (
+      SELECT r.entry_id, r.drone_id FROM receipts r
+      JOIN drones d ON d.id = r.drone_id AND d.evicted_at IS NULL
+      WHERE r.nudge AND r.read_at IS NULL AND r.nudged_at IS NULL AND r.created_at <= ${postedBefore}
+      ORDER BY r.created_at, r.entry_id, r.drone_id
+      LIMIT ${NUDGE_SCAN_LIMIT}
+      FOR UPDATE OF r SKIP LOCKED
+    )
+    UPDATE receipts SET nudged_at = ${now}
+    FROM due, activity_items a
+    WHERE receipts.entry_id = due.entry_id AND receipts.drone_id = due.drone_id AND a.id = receipts.entry_id
+      AND receipts.nudged_at IS NULL
+    RETURNING receipts.entry_id::text, receipts.drone_id::text, receipts.cube_id::text, a.message,
+              a.author_drone_id::text`;
 }

@@ -2,11 +2,11 @@ import type { Bus } from "@unimatrix/service-kit/bus";
 import type { Clock } from "@unimatrix/service-kit/clock";
 import type { RawQuery } from "@unimatrix/service-kit/store";
 import type { Logger } from "pino";
-import type { CubeConfig } from "../config";
-import type { MachineDirectory } from "../live/machines";
-import type { AuthCache } from "../store/auth-cache";
-import type { StorageGuard } from "../store/guard";
-import type { PrismaClient } from "../store/prisma";
+import type { CubeConfig } from "./config";
+import type { MachineDirectory } from "./live/machines";
+import type { AuthCache } from "./store/auth-cache";
+import type { StorageGuard } from "./store/guard";
+import type { PrismaClient } from "./store/prisma";
 
 /** What the cube service's stores, handlers and streams share. */
 export interface CubeDeps {

@@ -1,6 +1,3 @@
-import { type Bus, publishAfterCommit } from "@unimatrix/service-kit/bus";
-import type { Logger } from "pino";
-
 /** Bus message: new activity was committed up to this position. */
 export const ACTIVITY = "activity";
 /** Bus message prefix: access changed (revocation, eviction, grant); open streams re-check now. */
@@ -26,12 +23,7 @@ export function cubeChannel(cubeId: string): string {
   return `cube:${cubeId}`;
 }
 
-/** Rings the cubes' doorbells after a commit (the kit's post-commit publish: awaited, never throws, failures logged). */
-export async function ringAfterCommit(
-  deps: { bus: Bus; logger: Logger },
-  cubeIds: Iterable<string>,
-  /** ACTIVITY, or an ACCESS message (`accessOf`). */
-  message: string,
-): Promise<void> {
-  await publishAfterCommit(deps.bus, [...new Set(cubeIds)].map(cubeChannel), message, deps.logger);
+/** A machine's notice doorbell (`notices:<machine id>`): rung after a commit that queued notices for it. */
+export function noticeChannel(machineId: string): string {
+  return `notices:${machineId}`;
 }

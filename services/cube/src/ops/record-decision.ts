@@ -1,0 +1,40 @@
+/**
+ * RecordDecision: a decision of the cube, optionally about a visible entry.
+ *
+ * Lock order: none (one insert, no transaction).
+ */
+import { randomUUID } from "node:crypto";
+import type { Principal } from "@unimatrix/service-kit/auth";
+import type { CubeDeps } from "../deps";
+import type { OpResult } from "../effects";
+import { authorPrincipalId, WRITE } from "../rules/access";
+import { requireAccess } from "../store/access";
+import type { Decision } from "../store/rows";
+import { insertDecision } from "../tables/decisions";
+import { visibleEntry } from "../tables/entries";
+import { labelOf } from "../tables/principals";
+
+/** Records a decision. Requires WRITE; a named entry must be visible in this cube. No effects. */
+export async function recordDecision(
+  deps: CubeDeps,
+  principal: Principal,
+  cubeId: string,
+  input: { title: string; rationale: string; entryId?: string },
+): Promise<OpResult<Decision>> {
+  const s = await requireAccess(deps.prisma, principal, cubeId, WRITE, "recording decisions");
+  if (input.entryId) await visibleEntry(deps.prisma, s, cubeId, input.entryId);
+  await deps.guard.admit(Buffer.byteLength(input.title) + Buffer.byteLength(input.rationale) + 300);
+  const decision = await insertDecision(deps.prisma, {
+    id: randomUUID(),
+    cubeId,
+    authorDroneId: s.drone?.id ?? null,
+    authorPrincipalId: authorPrincipalId(principal),
+    authorPrincipalKind: principal.kind,
+    authorLabel: await labelOf(deps.prisma, principal, s.drone),
+    title: input.title,
+    rationale: input.rationale,
+    entryId: input.entryId ?? null,
+    createdAt: deps.clock.now(),
+  });
+  return { result: decision, effects: {} };
+}
