@@ -2,7 +2,9 @@ import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import type { DescMessage } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { status } from "@grpc/grpc-js";
 import { binaryFault, jsonTextFault } from "@unimatrix/service-kit/grpc";
+import { errorJson, statusRow } from "./status-table";
 
 /**
  * Connect answers INTERNAL for a binary body it cannot decode (`parse binary: premature EOF`) and
@@ -108,25 +110,25 @@ function problemOf(
   return null;
 }
 
-function refusal(kind: Kind, message: string, status = 400): UniversalServerResponse {
+function refusal(kind: Kind, message: string, http = statusRow(status.INVALID_ARGUMENT).http): UniversalServerResponse {
   const bytes = (text: string) => new TextEncoder().encode(text);
   const once = (chunk: Uint8Array) =>
     (async function* () {
       yield chunk;
     })();
   if (kind === "unary" || kind === "json") {
-    const body = bytes(JSON.stringify({ code: "invalid_argument", message }));
-    return { status, header: new Headers({ "content-type": "application/json" }), body: once(body) };
+    const body = bytes(JSON.stringify(errorJson(status.INVALID_ARGUMENT, message)));
+    return { status: http, header: new Headers({ "content-type": "application/json" }), body: once(body) };
   }
   if (kind === "grpc-web") {
     const header = new Headers({
       "content-type": "application/grpc-web+proto",
-      "grpc-status": "3",
+      "grpc-status": String(status.INVALID_ARGUMENT),
       "grpc-message": encodeURIComponent(message),
     });
     return { status: 200, header, body: once(new Uint8Array(0)) };
   }
-  const end = bytes(JSON.stringify({ error: { code: "invalid_argument", message } }));
+  const end = bytes(JSON.stringify({ error: errorJson(status.INVALID_ARGUMENT, message) }));
   const frame = new Uint8Array(5 + end.length);
   frame[0] = 0x02;
   new DataView(frame.buffer).setUint32(1, end.length);

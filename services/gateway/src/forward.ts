@@ -1,16 +1,15 @@
 import { create, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, createContextKey, type HandlerContext } from "@connectrpc/connect";
-import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { Metadata } from "@grpc/grpc-js";
 import { PRINCIPAL_HEADER, type Principal, signPrincipal } from "@unimatrix/service-kit/auth";
 import { ResourceExhaustedError } from "@unimatrix/service-kit/errors";
-import { toStatus } from "@unimatrix/service-kit/grpc";
 import { REQUEST_ID_HEADER, requestIdFrom } from "@unimatrix/service-kit/logger";
 import { TRACEPARENT_HEADER } from "@unimatrix/service-kit/observe";
 import type { EdgeAuthenticator, EdgeCaller } from "./auth";
 import type { CredentialDoors } from "./doors";
 import type { RateLimiter } from "./rate-limit";
-import { currentRequest, recordOutcome } from "./request-context";
+import { currentRequest } from "./request-context";
+import { toConnectError } from "./status-table";
 import { INTERNAL_METHODS, PUBLIC_SERVICES, type Upstreams } from "./upstreams";
 
 /** What forwarding needs. */
@@ -41,19 +40,6 @@ function accessRevokedMessage(output: DescMessage, reason: string): unknown {
       value: create(field.message, hasReason ? { reason } : {}),
     },
   } as never);
-}
-
-/** Any error on the way as a Connect error with the same code (the codes are gRPC's). */
-function toConnectError(error: unknown): ConnectError {
-  const answer = asConnectError(error);
-  recordOutcome(codeToString(answer.code));
-  return answer;
-}
-
-function asConnectError(error: unknown): ConnectError {
-  if (error instanceof ConnectError) return error;
-  const { code, message } = toStatus(error);
-  return new ConnectError(message, code as number as Code);
 }
 
 /** Carries the client's address from the HTTP request into Connect handlers. */

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { createContextValues } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { status } from "@grpc/grpc-js";
 import { Health, HealthCheckResponse_ServingStatus } from "@unimatrix/contracts/grpc/health/v1/health_pb";
 import { listenCredentialNews } from "@unimatrix/service-kit/auth";
 import type { Bus } from "@unimatrix/service-kit/bus";
@@ -36,6 +37,7 @@ import { requestContextOf, withRequestContext } from "./request-context";
 import { SharedUpstreams } from "./shared-upstream";
 import { cubeEvents, machineEvents, type SseDeps } from "./sse";
 import { isConsolePath, serveConsole } from "./static";
+import { codeOfHttpStatus, errorJson, statusRow } from "./status-table";
 import { openUpstreams, PUBLIC_SERVICES } from "./upstreams";
 
 /** How to start the gateway. */
@@ -131,8 +133,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     // An unknown field or enum name is an error, never a silently dropped filter (DESIGN §10).
     jsonOptions: { ignoreUnknownFields: false },
     // A path no route serves: Connect error JSON like every other refusal (Connect's own is an empty 404).
-    fallback: (_request, response) =>
-      json(response as ServerResponse, 404, { code: "not_found", message: "no such route" }),
+    fallback: (_request, response) => refuse(response as ServerResponse, status.NOT_FOUND, "no such route"),
   });
 
   // One upstream SubscribeActivity per (cube, viewer class) for SSE streams and MCP pushes from the head.
@@ -176,11 +177,11 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const readiness = async (): Promise<Check[]> => {
     const checks = Object.entries(health).map(async ([name, client]): Promise<Check> => {
       try {
-        const { status } = await client.check({ service: "" }, { deadline: 1_000 });
+        const { status: serving } = await client.check({ service: "" }, { deadline: 1_000 });
         return {
           name,
-          ok: status === HealthCheckResponse_ServingStatus.SERVING,
-          detail: HealthCheckResponse_ServingStatus[status],
+          ok: serving === HealthCheckResponse_ServingStatus.SERVING,
+          detail: HealthCheckResponse_ServingStatus[serving],
         };
       } catch (error) {
         return { name, ok: false, detail: (error as Error).message };
@@ -207,7 +208,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       try {
         cubeId = decodeURIComponent(cubeEventsPath[1]!);
       } catch {
-        return json(response, 400, { code: "invalid_argument", message: "cube: malformed percent-encoding" });
+        return refuse(response, status.INVALID_ARGUMENT, "cube: malformed percent-encoding");
       }
       return cubeEvents(sse, request, response, cubeId, url);
     }
@@ -221,7 +222,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     try {
       path = new URL(request.url ?? "/", "http://gateway").pathname;
     } catch {
-      return json(response, 400, { code: "invalid_argument", message: "malformed request target" });
+      return refuse(response, status.INVALID_ARGUMENT, "malformed request target");
     }
     const label = routeLabel(path);
     // One SERVER span per request, continuing the caller's traceparent; the services' spans are
@@ -236,7 +237,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     response.setHeader(REQUEST_ID_HEADER, context.requestId);
     response.once("close", () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const code = context.code ?? codeOfStatus(response.statusCode);
+      const code = context.code ?? codeOfHttpStatus(response.statusCode);
       metrics.requests.inc({
         route: label,
         method: request.method ?? "",
@@ -268,7 +269,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
           { err: error, path, request_id: context.requestId, trace_id: context.traceId },
           "gateway request failed",
         );
-        if (!response.headersSent) json(response, 500, { code: "internal", message: "internal error" });
+        if (!response.headersSent) refuse(response, status.INTERNAL, "internal error");
         else response.destroy();
       }),
     );
@@ -330,21 +331,13 @@ function headerOf(request: IncomingMessage, name: string): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-/** The Connect code an HTTP status stands for, when no RPC recorded its own (static files, SSE set-up, health). */
-function codeOfStatus(status: number): string {
-  if (status < 400) return "ok";
-  if (status === 400) return "invalid_argument";
-  if (status === 401) return "unauthenticated";
-  if (status === 403) return "permission_denied";
-  if (status === 404) return "not_found";
-  if (status === 413) return "invalid_argument";
-  if (status === 429) return "resource_exhausted";
-  if (status === 503) return "unavailable";
-  return status >= 500 ? "internal" : "unknown";
+function json(response: ServerResponse, httpStatus: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  response.writeHead(httpStatus, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  response.end(text);
 }
 
-function json(response: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  response.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-  response.end(text);
+/** The gateway's own refusal: Connect error JSON with the status table's HTTP status for `code`. */
+function refuse(response: ServerResponse, code: status, message: string): void {
+  json(response, statusRow(code).http, errorJson(code, message));
 }

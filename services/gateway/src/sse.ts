@@ -1,8 +1,6 @@
 import { once } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { toJson } from "@bufbuild/protobuf";
-import type { Code } from "@connectrpc/connect";
-import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { type Metadata, status } from "@grpc/grpc-js";
 import {
   StreamCloseReason,
@@ -11,7 +9,6 @@ import {
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { WatchMachinesResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import { DomainError, ResourceExhaustedError } from "@unimatrix/service-kit/errors";
-import { toStatus } from "@unimatrix/service-kit/grpc";
 import { REQUEST_ID_HEADER } from "@unimatrix/service-kit/logger";
 import { activityShare, activityWhat, edgeMember, mayReadCube, openActivity } from "./activity-share";
 import type { EdgeAuthenticator } from "./auth";
@@ -22,6 +19,7 @@ import { follow, type Step } from "./follow";
 import { chargeAddress, upstreamMetadata } from "./forward";
 import type { RateLimiter } from "./rate-limit";
 import { type SharedKind, type SharedUpstreams, sharingKey, subjectsOf } from "./shared-upstream";
+import { answerOf, errorJson } from "./status-table";
 import type { Upstreams } from "./upstreams";
 
 /** One thing to write on an SSE stream. */
@@ -241,14 +239,13 @@ async function serveStream<M>(
     response.end();
   } catch (error) {
     if (controller.signal.aborted && (request.destroyed || response.writableEnded)) return;
-    const { code, message } = toStatus(error);
+    const { code, message, row } = answerOf(error);
     if (!started) {
-      // Connect's own code names and HTTP statuses (the gRPC codes are Connect's codes).
-      response.writeHead(codeToHttpStatus(code as number as Code), { "content-type": "application/json" });
-      const body = JSON.stringify({ code: codeToString(code as number as Code), message });
-      response.end(body);
+      // Connect error JSON with Connect's HTTP status (the status table's).
+      response.writeHead(row.http, { "content-type": "application/json" });
+      response.end(JSON.stringify(errorJson(code, message)));
     } else {
-      writeFrame(response, { event: "error", data: { code: codeToString(code as number as Code), message } });
+      writeFrame(response, { event: "error", data: errorJson(code, message) });
       response.end();
     }
   } finally {

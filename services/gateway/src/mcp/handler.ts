@@ -1,13 +1,13 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { status } from "@grpc/grpc-js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { isInitializeRequest, SetLevelRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { Principal } from "@unimatrix/service-kit/auth";
-import { DomainError } from "@unimatrix/service-kit/errors";
-import { isServiceError } from "@unimatrix/service-kit/grpc";
 import { clientAddress, type TrustedProxies } from "../client-address";
 import { chargeAddress } from "../forward";
 import type { RateLimiter } from "../rate-limit";
+import { answerOf, statusRow } from "../status-table";
 import { type PushDeps, servePush } from "./push";
 import { openPushSlots, type PushCaps } from "./push-slots";
 import { McpSession } from "./session";
@@ -28,9 +28,18 @@ export interface McpDeps extends PushDeps, PushCaps {
 /** The version the gateway reports to MCP clients. */
 const SERVER_INFO = { name: "unimatrix", version: "0.1.0" };
 
+/** JSON-RPC's own code for a body that is not JSON. */
+const PARSE_ERROR = -32700;
+
 function jsonError(response: ServerResponse, httpStatus: number, code: number, message: string): void {
   response.writeHead(httpStatus, { "content-type": "application/json" });
   response.end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }));
+}
+
+/** Refuses a request with `code`'s HTTP status and JSON-RPC error code (the status table's). */
+function refuse(response: ServerResponse, code: status, message: string): void {
+  const row = statusRow(code);
+  jsonError(response, row.http, row.rpc, message);
 }
 
 async function readJson(request: IncomingMessage, limit: number): Promise<unknown> {
@@ -100,7 +109,7 @@ export function mcpHandler(deps: McpDeps) {
     // DNS-rebinding protection (MCP spec): a browser's Origin must be on the allow-list.
     const origin = request.headers.origin;
     if (origin !== undefined && !deps.allowedOrigins.includes("*") && !deps.allowedOrigins.includes(origin)) {
-      return jsonError(response, 403, -32000, `origin ${origin} is not allowed`);
+      return refuse(response, status.PERMISSION_DENIED, `origin ${origin} is not allowed`);
     }
     const sessionId = request.headers["mcp-session-id"];
     let credentialKey: string;
@@ -112,13 +121,13 @@ export function mcpHandler(deps: McpDeps) {
         chargeAddress(deps.limiter, clientAddress(request, deps.trusted)),
       ));
     } catch (error) {
-      const code = error instanceof DomainError ? error.code : 16;
-      if (code === 8) return jsonError(response, 429, -32002, (error as Error).message);
-      if (code === 14) return jsonError(response, 503, -32001, (error as Error).message);
+      const { code, message } = answerOf(error);
+      if (code === status.RESOURCE_EXHAUSTED || code === status.UNAVAILABLE) return refuse(response, code, message);
+      // Any other failure to authenticate is answered as UNAUTHENTICATED.
       const revoked = await revokedSessionKey(request, sessionId);
       if (revoked === undefined) {
         response.setHeader("www-authenticate", 'Bearer realm="unimatrix"');
-        return jsonError(response, 401, -32001, (error as Error).message);
+        return refuse(response, status.UNAUTHENTICATED, message);
       }
       // The session's own credential, revoked since: its tool calls answer as tool errors saying
       // so (every tool re-authenticates), never as a bare transport failure; nothing else is served.
@@ -126,35 +135,36 @@ export function mcpHandler(deps: McpDeps) {
       revokedSession = true;
     }
     if (!(await deps.limiter.take(credentialKey))) {
-      return jsonError(response, 429, -32002, "rate limit exceeded for this credential; slow down");
+      return refuse(response, status.RESOURCE_EXHAUSTED, "rate limit exceeded for this credential; slow down");
     }
     let body: unknown;
     if (request.method === "POST") {
       try {
         body = await readJson(request, deps.maxBodyBytes);
       } catch (error) {
-        return jsonError(response, error instanceof RangeError ? 413 : 400, -32700, (error as Error).message);
+        // Over the body limit: 413, as on every face (docs/decisions.md); else the table's INVALID_ARGUMENT status.
+        const http = error instanceof RangeError ? 413 : statusRow(status.INVALID_ARGUMENT).http;
+        return jsonError(response, http, PARSE_ERROR, (error as Error).message);
       }
     }
     if (revokedSession && !onlyToolCalls(body)) {
       response.setHeader("www-authenticate", 'Bearer realm="unimatrix", error="invalid_token"');
-      return jsonError(
+      return refuse(
         response,
-        401,
-        -32001,
+        status.UNAUTHENTICATED,
         "this session's credential was revoked; only tool calls answer (saying so)",
       );
     }
     if (typeof sessionId === "string") {
       const record = await deps.sessions.get(sessionId);
       if (!record || record.credentialKey !== credentialKey) {
-        return jsonError(response, 404, -32001, "session not found");
+        return refuse(response, status.NOT_FOUND, "session not found");
       }
       void deps.sessions.touch(sessionId, record).catch(() => {});
       if (request.method === "GET") {
         // Counted against the credential's stream cap (with its SSE streams) and the session's.
         const slots = await openPushSlots(deps, credentialKey, sessionId);
-        if (typeof slots === "string") return jsonError(response, 429, -32002, slots);
+        if (typeof slots === "string") return refuse(response, status.RESOURCE_EXHAUSTED, slots);
         pushes.add(response);
         response.once("close", () => {
           pushes.delete(response);
@@ -176,13 +186,17 @@ export function mcpHandler(deps: McpDeps) {
       return serve(request, response, sessionId, record, body);
     }
     if (request.method !== "POST" || !isInitializeRequest(body)) {
-      return jsonError(response, 400, -32000, "no session: start with an initialize request");
+      return refuse(response, status.INVALID_ARGUMENT, "no session: start with an initialize request");
     }
     const id = await deps.sessions.create(credentialKey);
     deps.onSessionEvent?.(id ? "opened" : "refused");
     if (!id) {
       const held = await deps.sessions.held(credentialKey);
-      return jsonError(response, 429, -32002, `this credential already holds ${held} MCP sessions; close one first`);
+      return refuse(
+        response,
+        status.RESOURCE_EXHAUSTED,
+        `this credential already holds ${held} MCP sessions; close one first`,
+      );
     }
     return serve(request, response, id, { credentialKey }, body);
   };
@@ -191,8 +205,10 @@ export function mcpHandler(deps: McpDeps) {
     handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
       return handle(request, response).catch((error: unknown) => {
         if (response.headersSent) return void response.end();
-        const known = error instanceof DomainError || isServiceError(error);
-        jsonError(response, known ? 400 : 500, -32603, known ? (error as Error).message : "internal error");
+        const { code, message } = answerOf(error, deps.logger, "mcp");
+        if (code === status.INTERNAL) return refuse(response, code, message);
+        // Kept as it was: any caller-visible failure here answers 400 with INTERNAL's JSON-RPC code, whatever its own.
+        jsonError(response, 400, statusRow(status.INTERNAL).rpc, message);
       });
     },
     /** Ends this replica's push streams (gateway shutdown); the sessions live on in the fleet. */

@@ -2,11 +2,11 @@ import { status } from "@grpc/grpc-js";
 import type { CallToolResult, LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import { AttachSeatOutcome, type AttachSeatResponse } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import type { ActivityItem } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { DomainError, FailedPreconditionError, InvalidArgumentError } from "@unimatrix/service-kit/errors";
-import { isServiceError } from "@unimatrix/service-kit/grpc";
+import { FailedPreconditionError, InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import type { Logger } from "@unimatrix/service-kit/logger";
 import type { EdgeAuthenticator, EdgeCaller } from "../auth";
 import { upstreamMetadata } from "../forward";
+import { answerOf } from "../status-table";
 import type { Upstreams } from "../upstreams";
 import { isOwn } from "./format";
 import type { McpSessionStore, SeatRecord, SessionRecord } from "./session-store";
@@ -178,9 +178,7 @@ export class McpSession {
     try {
       result = await run();
     } catch (error) {
-      const text = describe(error);
-      if (text === undefined) this.deps.logger.error({ err: error }, "mcp tool failed");
-      result = { isError: true, content: [{ type: "text", text: text ?? "INTERNAL: internal error" }] };
+      result = { isError: true, content: [{ type: "text", text: describe(error, this.deps.logger, tool) }] };
     }
     if (tool) this.deps.onToolCall?.(tool, outcomeOf(result));
     return result;
@@ -236,13 +234,11 @@ function asInputs(message: string): string {
 const REVOKED_TEXT =
   "UNAUTHENTICATED: this session's credential or seat was revoked, rotated or expired; start a new session with a valid token";
 
-/** `CODE: message` for a caller-visible error; undefined for an unexpected one. */
-function describe(error: unknown): string | undefined {
-  if (error instanceof DomainError && error.code === status.UNAUTHENTICATED) return REVOKED_TEXT;
-  if (isServiceError(error) && error.code === status.UNAUTHENTICATED) return REVOKED_TEXT;
-  if (error instanceof DomainError) return `${status[error.code]}: ${asInputs(error.message)}`;
-  if (isServiceError(error)) return `${status[error.code]}: ${asInputs(error.details)}`;
-  return undefined;
+/** `CODE: message` (the status table's gRPC name) for any error; an unexpected one is `INTERNAL: internal error`, logged. */
+function describe(error: unknown, logger: Logger, tool = "tool"): string {
+  const { code, message, row } = answerOf(error, logger, `mcp ${tool}`);
+  if (code === status.UNAUTHENTICATED) return REVOKED_TEXT;
+  return `${row.grpcName}: ${asInputs(message)}`;
 }
 
 const CODE_NAMES = new Set(Object.keys(status).filter((name) => Number.isNaN(Number(name))));
