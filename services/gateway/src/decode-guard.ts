@@ -4,7 +4,7 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { status } from "@grpc/grpc-js";
 import { binaryFault, jsonTextFault } from "@unimatrix/service-kit/grpc";
-import { errorJson, statusRow } from "./status-table";
+import { errorJson, statusRow, TOO_LARGE_HTTP } from "./status-table";
 
 /**
  * Connect answers INTERNAL for a binary body it cannot decode (`parse binary: premature EOF`) and
@@ -161,11 +161,11 @@ function guard(handler: UniversalHandler, maxBytes: number): UniversalHandler {
       chunks.push(next.value);
       size += next.value.length;
       // Over the limit: refused here, nothing more is buffered (the rest is drained by Node).
-      if (size > maxBytes) return refusal(kind, new TooLarge(maxBytes).message, 413);
+      if (size > maxBytes) return refusal(kind, new TooLarge(maxBytes).message, TOO_LARGE_HTTP);
     }
     const all = Buffer.concat(chunks);
     const problem = problemOf(handler.method.input, kind, encodingOf(request, kind), all, maxBytes);
-    if (problem instanceof TooLarge) return refusal(kind, problem.message, 413);
+    if (problem instanceof TooLarge) return refusal(kind, problem.message, TOO_LARGE_HTTP);
     if (problem) return refusal(kind, problem);
     return handler({ ...request, body: replay([all], null) });
   };

@@ -33,19 +33,25 @@ const JSON_RPC: Partial<Record<status, number>> = {
   [status.DATA_LOSS]: -32603,
 };
 
-const ROWS: readonly StatusRow[] = Object.values(status)
-  .filter((code): code is status => typeof code === "number")
-  .map((code) => ({
-    code,
-    name: code === status.OK ? "ok" : codeToString(code as number as Code),
-    grpcName: status[code],
-    http: code === status.OK ? 200 : codeToHttpStatus(code as number as Code),
-    rpc: JSON_RPC[code] ?? -32000,
-  }));
+/** Every code's row: Connect's name and HTTP status (connect-es's own table), gRPC's name, the JSON-RPC code. */
+const ROWS = new Map<status, StatusRow>(
+  Object.values(status)
+    .filter((code): code is status => typeof code === "number")
+    .map((code) => [
+      code,
+      {
+        code,
+        name: code === status.OK ? "ok" : codeToString(code as number as Code),
+        grpcName: status[code],
+        http: code === status.OK ? 200 : codeToHttpStatus(code as number as Code),
+        rpc: JSON_RPC[code] ?? -32000,
+      },
+    ]),
+);
 
 /** The row of a status code (an unknown number reads as UNKNOWN). */
 export function statusRow(code: status): StatusRow {
-  return ROWS[code] ?? ROWS[status.UNKNOWN]!;
+  return ROWS.get(code) ?? ROWS.get(status.UNKNOWN)!;
 }
 
 /** Any error as the status a caller sees (the kit's `toStatus`) and its row; with a logger, what the caller does not see is logged. */
@@ -71,6 +77,9 @@ export function toConnectError(error: unknown): ConnectError {
   return answer;
 }
 
+/** The HTTP status of an INVALID_ARGUMENT for a body over the limit, on every face (docs/decisions.md). */
+export const TOO_LARGE_HTTP = 413;
+
 /** The codes the gateway answers with itself (over SSE, MCP and its own JSON), which label an answer by its HTTP status. */
 const OWN_ANSWERS = [
   status.INVALID_ARGUMENT,
@@ -83,12 +92,12 @@ const OWN_ANSWERS = [
 
 /**
  * The Connect code an HTTP status stands for when no RPC recorded its own (static files, SSE and
- * MCP refusals, health): the code of the gateway's own answers with that status; 413 (over the
- * body limit) `invalid_argument`; any other 5xx `internal`, any other 4xx `unknown`.
+ * MCP refusals, health): the code of the gateway's own answers with that status; `TOO_LARGE_HTTP`
+ * `invalid_argument`; any other 5xx `internal`, any other 4xx `unknown`.
  */
 export function codeOfHttpStatus(http: number): string {
   if (http < 400) return statusRow(status.OK).name;
-  if (http === 413) return statusRow(status.INVALID_ARGUMENT).name;
+  if (http === TOO_LARGE_HTTP) return statusRow(status.INVALID_ARGUMENT).name;
   const own = OWN_ANSWERS.find((row) => row.http === http);
   if (own) return own.name;
   return statusRow(http >= 500 ? status.INTERNAL : status.UNKNOWN).name;

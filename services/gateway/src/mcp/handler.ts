@@ -7,7 +7,7 @@ import type { Principal } from "@unimatrix/service-kit/auth";
 import { clientAddress, type TrustedProxies } from "../client-address";
 import { chargeAddress } from "../forward";
 import type { RateLimiter } from "../rate-limit";
-import { answerOf, statusRow } from "../status-table";
+import { answerOf, statusRow, TOO_LARGE_HTTP } from "../status-table";
 import { type PushDeps, servePush } from "./push";
 import { openPushSlots, type PushCaps } from "./push-slots";
 import { McpSession } from "./session";
@@ -142,8 +142,8 @@ export function mcpHandler(deps: McpDeps) {
       try {
         body = await readJson(request, deps.maxBodyBytes);
       } catch (error) {
-        // Over the body limit: 413, as on every face (docs/decisions.md); else the table's INVALID_ARGUMENT status.
-        const http = error instanceof RangeError ? 413 : statusRow(status.INVALID_ARGUMENT).http;
+        // INVALID_ARGUMENT's status (413 over the body limit) with JSON-RPC's parse-error code.
+        const http = error instanceof RangeError ? TOO_LARGE_HTTP : statusRow(status.INVALID_ARGUMENT).http;
         return jsonError(response, http, PARSE_ERROR, (error as Error).message);
       }
     }
