@@ -228,7 +228,7 @@ export async function seedTenant(system: System, name: string, clients = 2) {
 }
 
 /** A sample's value on a Prometheus metrics page (0 when absent); `labels` must all match. */
-export async function metricValue(
+async function metricValue(
   metricsUrl: string,
   name: string,
   labels: Record<string, string> = {},
