@@ -228,11 +228,7 @@ export async function seedTenant(system: System, name: string, clients = 2) {
 }
 
 /** A sample's value on a Prometheus metrics page (0 when absent); `labels` must all match. */
-async function metricValue(
-  metricsUrl: string,
-  name: string,
-  labels: Record<string, string> = {},
-): Promise<number> {
+async function metricValue(metricsUrl: string, name: string, labels: Record<string, string> = {}): Promise<number> {
   const text = await (await fetch(metricsUrl)).text();
   for (const line of text.split("\n")) {
     const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
