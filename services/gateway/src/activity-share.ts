@@ -8,7 +8,7 @@ import {
 import type { EdgeAuthenticator } from "./auth";
 import type { Step } from "./follow";
 import { upstreamMetadata } from "./forward";
-import type { SharedKind, SharedMember } from "./shared-upstream";
+import type { SharedKind, SharedMember } from "./shared-member";
 import type { Upstreams } from "./upstreams";
 
 // What SSE streams and MCP pushes need to share activity upstreams (`SharedUpstreams`).

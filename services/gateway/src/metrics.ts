@@ -34,6 +34,12 @@ export class GatewayMetrics {
     labelNames: ["tool", "outcome"] as const,
     registers: [this.registry],
   });
+  readonly mcpWaits = new Counter({
+    name: "unimatrix_gateway_mcp_wait_events_total",
+    help: "What log_wait calls saw: listening (a wait follows the cube), passed (an item that did not end a wait), woken.",
+    labelNames: ["event"] as const,
+    registers: [this.registry],
+  });
   readonly fleetDegraded = new Gauge({
     name: "unimatrix_gateway_fleet_degraded",
     help: "1 while Redis is unreachable and rate limits, stream caps and MCP sessions count on this replica only.",

@@ -172,6 +172,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     shared: sharedUpstreams,
     doors,
     onToolCall: (tool, outcome) => metrics.mcpToolCalls.inc({ tool, outcome }),
+    onWaitEvent: (event) => metrics.mcpWaits.inc({ event }),
   });
 
   const readiness = async (): Promise<Check[]> => {

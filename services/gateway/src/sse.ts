@@ -18,7 +18,8 @@ import type { StreamCaps, StreamSlot } from "./fleet/streams";
 import { follow, type Step } from "./follow";
 import { chargeAddress, upstreamMetadata } from "./forward";
 import type { RateLimiter } from "./rate-limit";
-import { type SharedKind, type SharedUpstreams, sharingKey, subjectsOf } from "./shared-upstream";
+import type { SharedKind } from "./shared-member";
+import { type SharedUpstreams, sharingKey, subjectsOf } from "./shared-upstream";
 import { answerOf, errorJson } from "./status-table";
 import type { Upstreams } from "./upstreams";
 

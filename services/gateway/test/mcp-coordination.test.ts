@@ -3,7 +3,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { RunningCube } from "@unimatrix/cube";
 import { eventually } from "@unimatrix/service-kit/testing";
-import { call, type System, seedTenant, startSystem } from "./system";
+import { call, type System, seedTenant, startSystem, waitEventAfter, waitEvents } from "./system";
 
 interface Result {
   isError?: boolean;
@@ -14,7 +14,7 @@ interface Result {
 /** An agent on the MCP SDK client, reading text; `pushed` holds its push notifications' data. */
 async function agent(system: System, token: string) {
   const client = new Client({ name: "coordination-agent", version: "1.0.0" });
-  const pushed: { event: string; notification?: { kind: string } }[] = [];
+  const pushed: { event: string; entry?: { message: string }; notification?: { kind: string } }[] = [];
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
     pushed.push(n.params.data as (typeof pushed)[number]);
   });
@@ -86,10 +86,19 @@ describe("gateway: MCP coordination tools (issue 16)", () => {
       await b.text("seat_attach", { cube_id: acme.cubeId });
       const root = position(await a.text("log_post", { message: "which ledger format?" }));
       await a.text("log_read");
-      const waiting = a.text("log_wait", { thread: root, timeout_s: 40 });
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      const [listening, passed] = [
+        await waitEvents(system.metricsUrl, "listening"),
+        await waitEvents(system.metricsUrl, "passed"),
+      ];
+      let settled = false;
+      const waiting = a.text("log_wait", { thread: root, timeout_s: 40 }).finally(() => {
+        settled = true;
+      });
+      await waitEventAfter(system.metricsUrl, "listening", listening);
       await b.text("log_post", { message: "unrelated chatter" });
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // The chatter reached the thread wait and passed it by: still waiting.
+      await waitEventAfter(system.metricsUrl, "passed", passed);
+      expect(settled).toBe(false);
       const reply = position(await b.text("log_post", { message: "v2, the one with cents", reply_to: root }));
       const woke = await waiting;
       expect(woke).toMatch(new RegExp(`^${reply} \\S+ → all \\(reply\\): v2, the one with cents$`, "m"));
@@ -198,8 +207,12 @@ describe("gateway: MCP coordination tools (issue 16)", () => {
       await eventually(async () => /, acked \S+$/.test(await receipts()), "the ack receipt");
       const structured = (await a.tool("receipts", { entry_id: entry })).structuredContent;
       expect(structured).toEqual({ receipts: [expect.objectContaining({ read: true, acked: true })] });
-      await a.text("log_post", { message: "a later broadcast, so pushes before it have arrived" });
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // A later broadcast by b reaches a's push after anything pushed before it: a barrier.
+      await b.text("log_post", { message: "a later broadcast, so pushes before it have arrived" });
+      await eventually(
+        () => a.pushed.some((p) => p.entry?.message === "a later broadcast, so pushes before it have arrived"),
+        "the later broadcast pushed to a",
+      );
       expect(a.pushed.filter((p) => p.notification?.kind === "NOTIFICATION_KIND_ACK").length).toBe(before);
     } finally {
       await Promise.all([a.close(), b.close()]);

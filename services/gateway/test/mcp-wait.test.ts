@@ -1,7 +1,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { eventually } from "@unimatrix/service-kit/testing";
-import { addGateway, call, type System, seedTenant, startSystem } from "./system";
+import { addGateway, call, type System, seedTenant, startSystem, waitEventAfter, waitEvents } from "./system";
 
 type Gateway = Awaited<ReturnType<typeof addGateway>>;
 
@@ -70,8 +70,9 @@ describe("gateway: MCP log_wait (the pull path)", () => {
       expect(await waiter.text("log_wait", { timeout_s: 1 })).toBe("nothing new");
 
       const started = Date.now();
+      const listening = await waitEvents(system.metricsUrl, "listening");
       const waiting = waiter.text("log_wait", { timeout_s: 40 });
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      await waitEventAfter(system.metricsUrl, "listening", listening); // the wait follows the cube now
       await poster.text("log_post", { message: "wake up" });
       const woken = await waiting;
       expect(Date.now() - started).toBeLessThan(30_000);
@@ -81,9 +82,15 @@ describe("gateway: MCP log_wait (the pull path)", () => {
       // only=direct: a broadcast does not end the wait; a direct one does, and the wait returns
       // everything unread (the broadcast too), so nothing is skipped.
       const me = (await waiter.tool("drones_list")).content[0]!.text.match(/^(\S+) \(you\)/m)![1]!;
-      const direct = waiter.text("log_wait", { timeout_s: 40, only: "direct" });
+      const passed = await waitEvents(system.metricsUrl, "passed");
+      let settled = false;
+      const direct = waiter.text("log_wait", { timeout_s: 40, only: "direct" }).finally(() => {
+        settled = true;
+      });
       await poster.text("log_post", { message: "chatter for everyone" });
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      // The broadcast reached the wait and passed it by: the wait is still open.
+      await waitEventAfter(system.metricsUrl, "passed", passed);
+      expect(settled).toBe(false);
       await poster.text("log_post", { message: "just for you", recipients: [me] });
       const got = await direct;
       expect(got.split("\n")[0]).toBe("2 unread: 1 direct to you");
@@ -146,10 +153,19 @@ describe("gateway: MCP log_wait (the pull path)", () => {
       await onA.text("seat_attach", { cube_id: acme.cubeId });
       await poster.text("seat_attach", { cube_id: acme.cubeId });
       await onA.text("log_read", { page_size: 500 });
-      const waiting = onB.text("log_wait", { timeout_s: 40 });
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      const [listening, passed] = [
+        await waitEvents(b.metricsUrl, "listening"),
+        await waitEvents(b.metricsUrl, "passed"),
+      ];
+      let settled = false;
+      const waiting = onB.text("log_wait", { timeout_s: 40 }).finally(() => {
+        settled = true;
+      });
+      await waitEventAfter(b.metricsUrl, "listening", listening);
       expect(await onA.text("log_post", { message: "my own words" })).toMatch(/^posted #\d+$/);
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // The own post reached the wait on replica B and passed it by.
+      await waitEventAfter(b.metricsUrl, "passed", passed);
+      expect(settled).toBe(false);
       await poster.text("log_post", { message: "through replica A" });
       const woken = await waiting;
       expect(messages(woken)).toEqual(["through replica A"]);
@@ -175,8 +191,9 @@ describe("gateway: MCP log_wait (the pull path)", () => {
     try {
       await host.text("seat_attach", { cube_id: acme.cubeId });
       await host.text("log_read");
+      const listening = await waitEvents(system.metricsUrl, "listening");
       const waiting = host.tool("log_wait", { timeout_s: 45 });
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      await waitEventAfter(system.metricsUrl, "listening", listening);
       await call(system, "unimatrix.cube.v1.IdentityService/RevokeClient", { clientId: issued.client.id }, acme.user);
       const result = await waiting;
       expect(result.isError).toBe(true);

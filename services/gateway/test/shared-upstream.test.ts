@@ -68,6 +68,15 @@ describe("gateway: SSE streams share one upstream subscription per (cube, viewer
     return { upstreams: of("upstreams"), members: of("members") };
   };
   const url = () => `${system.url}/v1/cubes/${acme.cubeId}/events`;
+  /**
+   * Posts a barrier entry and waits until it is the last thing on every stream: streams deliver in
+   * order, so anything sent before it (a duplicate, say) has arrived by then. No sleep hopes.
+   */
+  const barrier = async (name: string, streams: readonly { entries(): string[] }[]) => {
+    await post(name);
+    await eventually(() => streams.every((s) => s.entries().at(-1) === name), `${name} last on every stream`);
+  };
+  const unbarred = (entries: string[]) => entries.filter((e) => !e.startsWith("barrier"));
 
   it("streams of one credential read one upstream; each gets every entry once, in order; a late joiner starts at its ready", async () => {
     const reader = acme.clients[1]!.token;
@@ -88,9 +97,9 @@ describe("gateway: SSE streams share one upstream subscription per (cube, viewer
       () => [a, b, c].every((s) => s.entries().length === 20) && late.entries().length === 10,
       "every entry on every stream",
     );
-    await new Promise((resolve) => setTimeout(resolve, 200)); // a duplicate would land here
-    for (const s of [a, b, c]) expect(s.entries()).toEqual(sent);
-    expect(late.entries()).toEqual(sent.slice(10));
+    await barrier("barrier-1", [a, b, c, late]);
+    for (const s of [a, b, c]) expect(unbarred(s.entries())).toEqual(sent);
+    expect(unbarred(late.entries())).toEqual(sent.slice(10));
     // The late joiner's ready is a resumable position: its id resumes after s9.
     const lateReady = late.received.find((r) => r.type === "ready")!;
     const lastOfFirstTen = a.received.filter((r) => r.type === "entry")[9]!.id;
@@ -105,8 +114,8 @@ describe("gateway: SSE streams share one upstream subscription per (cube, viewer
     await eventually(() => drone.ready(), "the drone's ready");
     expect(await shared()).toEqual({ upstreams: 2, members: 6 });
     const resumed = listen(url(), reader, lastOfFirstTen);
-    await eventually(() => resumed.entries().length === 10, "the resumed stream's replay");
-    expect(resumed.entries()).toEqual(sent.slice(10));
+    await eventually(() => resumed.entries().length === 11, "the resumed stream's replay");
+    expect(resumed.entries()).toEqual([...sent.slice(10), "barrier-1"]);
     expect(await shared()).toEqual({ upstreams: 2, members: 6 });
 
     for (const s of [a, b, c, late, other, drone, resumed]) s.source.close();
@@ -202,8 +211,8 @@ describe("gateway: SSE streams share one upstream subscription per (cube, viewer
     a.source.close();
     for (const m of sent.slice(20)) await post(m);
     await eventually(() => b.entries().length === 30, "every entry on the second");
-    await new Promise((resolve) => setTimeout(resolve, 200)); // a duplicate would land here
-    expect(b.entries()).toEqual(sent);
+    await barrier("barrier-2", [b]);
+    expect(unbarred(b.entries())).toEqual(sent);
     expect(b.received.some((r) => r.type === "access_revoked")).toBe(false);
     expect(c.entries()).toEqual(sent.slice(0, 10));
     expect(a.entries()).toEqual(sent.slice(0, a.entries().length));
@@ -249,9 +258,9 @@ describe("gateway: SSE streams share one upstream subscription per (cube, viewer
       const sent = ["p0", "p1", "p2"];
       for (const m of sent) await post(m);
       await eventually(() => pushed.length === 3 && view.entries().length === 3, "every entry on both");
-      await new Promise((resolve) => setTimeout(resolve, 200)); // a duplicate would land here
-      expect(pushed).toEqual(sent);
-      expect(view.entries()).toEqual(sent);
+      await barrier("barrier-3", [{ entries: () => pushed }, view]);
+      expect(unbarred(pushed)).toEqual(sent);
+      expect(unbarred(view.entries())).toEqual(sent);
       pushStream.close();
       view.source.close();
       await eventually(async () => (await shared()).upstreams === 0, "the upstream closed");

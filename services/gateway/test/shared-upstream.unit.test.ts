@@ -1,7 +1,8 @@
 import { Metadata, status } from "@grpc/grpc-js";
 import { eventually } from "@unimatrix/service-kit/testing";
 import type { Step } from "../src/follow";
-import { MEMBER_MAX_QUEUE, type SharedKind, type SharedMember, SharedUpstreams } from "../src/shared-upstream";
+import { MEMBER_MAX_QUEUE, type SharedKind, type SharedMember } from "../src/shared-member";
+import { SharedUpstreams } from "../src/shared-upstream";
 
 /** A toy upstream message: an entry at a cursor, a ready, a going-away, a final close, access news and revocation. */
 type Msg =

@@ -9,6 +9,7 @@ import { readConfig } from "@unimatrix/service-kit/config";
 import { silentLogger } from "@unimatrix/service-kit/logger";
 import type { CommonConfig, RunningService } from "@unimatrix/service-kit/service";
 import {
+  eventually,
   TEST_INTERNAL_KEY,
   type TestSchema,
   testBusPrefix,
@@ -224,4 +225,30 @@ export async function seedTenant(system: System, name: string, clients = 2) {
     issued.push({ id: client.client.id, token: client.token });
   }
   return { tenantId: tenant.tenant.id, user, cubeId: cube.cube.id, roleId: role.role.id, clients: issued };
+}
+
+/** A sample's value on a Prometheus metrics page (0 when absent); `labels` must all match. */
+async function metricValue(metricsUrl: string, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const text = await (await fetch(metricsUrl)).text();
+  for (const line of text.split("\n")) {
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const sample = Object.fromEntries([...(match[2] ?? "").matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+    if (Object.entries(labels).every(([key, value]) => sample[key] === value)) return Number(match[3]);
+  }
+  return 0;
+}
+
+/** Resolves once the `log_wait` event counter of a gateway has grown past `before` (see `onWaitEvent`). */
+export async function waitEventAfter(metricsUrl: string, event: string, before: number): Promise<void> {
+  await eventually(
+    async () => (await metricValue(metricsUrl, "unimatrix_gateway_mcp_wait_events_total", { event })) > before,
+    `log_wait ${event}`,
+    10_000,
+  );
+}
+
+/** The `log_wait` event counter of a gateway now. */
+export function waitEvents(metricsUrl: string, event: string): Promise<number> {
+  return metricValue(metricsUrl, "unimatrix_gateway_mcp_wait_events_total", { event });
 }

@@ -12,7 +12,7 @@ import { type PushDeps, servePush } from "./push";
 import { openPushSlots, type PushCaps } from "./push-slots";
 import { McpSession } from "./session";
 import type { SessionRecord } from "./session-store";
-import { INSTRUCTIONS, leanToolList, registerTools } from "./tools";
+import { INSTRUCTIONS, registerTools, serveToolList } from "./tools";
 
 /** What the `/mcp` endpoint needs. */
 export interface McpDeps extends PushDeps, PushCaps {
@@ -82,7 +82,7 @@ export function mcpHandler(deps: McpDeps) {
     const session = new McpSession(deps, id, record, request.headers.authorization ?? "");
     const server = new McpServer(SERVER_INFO, { capabilities: { logging: {} }, instructions: INSTRUCTIONS });
     registerTools(server, session);
-    leanToolList(server);
+    serveToolList(server);
     server.server.setRequestHandler(SetLevelRequestSchema, async (setLevel) => {
       await session.setLogLevel(setLevel.params.level);
       return {};

@@ -32,7 +32,12 @@ export interface McpSessionDeps {
   readonly timeoutMs: number;
   /** Counts a finished tool call: `outcome` is `ok` or the lower-case gRPC code it failed with. */
   readonly onToolCall?: (tool: string, outcome: string) => void;
+  /** Counts what a `log_wait` saw: it started listening, an item passed it by, it was woken. */
+  readonly onWaitEvent?: (event: WaitEvent) => void;
 }
+
+/** What a `log_wait` reports while it waits (a metric, and what tests wait on to prove it kept waiting). */
+export type WaitEvent = "listening" | "passed" | "woken";
 
 /**
  * One MCP session as one request sees it: the bearer of this request (its digest is the
@@ -45,7 +50,7 @@ export class McpSession {
   #record: SessionRecord;
 
   constructor(
-    private readonly deps: McpSessionDeps,
+    readonly deps: McpSessionDeps,
     /** The session id (`Mcp-Session-Id`). */
     readonly id: string,
     record: SessionRecord,

@@ -111,14 +111,19 @@ export async function waitForUnread(
           ),
       })) {
         const { event } = message;
+        if (event.case === "ready") session.deps.onWaitEvent?.("listening");
         if (event.case === "accessRevoked") {
           throw new DomainError(status.UNAUTHENTICATED, `the seat's access was revoked (${event.value.reason})`);
         }
         const item = itemOf(message);
         if (item && wakes(item, seat.droneId, filter)) {
           const page = await onWake();
-          if (page) return page;
+          if (page) {
+            session.deps.onWaitEvent?.("woken");
+            return page;
+          }
         }
+        if (item) session.deps.onWaitEvent?.("passed");
       }
       return undefined;
     } catch (error) {

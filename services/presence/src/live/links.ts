@@ -39,8 +39,8 @@ export class LinkRegistry {
   readonly #tenants = new Map<string, { count: number; sub: Promise<BusSubscription> }>();
   readonly #options: LinkRegistryOptions;
   /**
-   * Set on graceful stop (a link saw the server's ShutdownReason): links end with SHUTDOWN and
-   * keep their ownership until the lease expires; reconcile stands down.
+   * Set on graceful stop (a link saw the server's ShutdownReason): links end with `going_away`
+   * and keep their ownership until the lease expires; reconcile stands down.
    */
   stopping = false;
   /** Set when the replica is killed (tests): nothing is written any more. */
