@@ -136,7 +136,8 @@ export class RedisBus implements Bus {
   readonly #publisher: Redis;
   readonly #subscriber: Redis;
   readonly #listeners = new ListenerTable();
-  readonly #events = new EventEmitter();
+  /** Reconnect listeners: one per component of a process (feeds, caches, credential news), never per stream. */
+  readonly #events = new EventEmitter().setMaxListeners(50);
   readonly #prefix: string;
   readonly #logger: Logger | undefined;
   /** Tags this bus's publishes so their echo is recognised. */
