@@ -3,19 +3,21 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { Metadata } from "@grpc/grpc-js";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
+import { startCube } from "@unimatrix/cube";
 import { startPresence } from "@unimatrix/presence";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import { silentLogger } from "@unimatrix/service-kit/logger";
-import { eventually, type TestSchema, testSchema } from "@unimatrix/service-kit/testing";
+import { eventually } from "@unimatrix/service-kit/testing";
 import { firstAnswer, iterate, type Opened, sseRefusal, sseStream } from "./stream-probes";
 import { addGateway, call, connectJson, type System, seedTenant, startSystem } from "./system";
 
 // Every door closes with its credential: each stream kind × each credential change, through both
-// gateways (their auth caches warm) and direct gRPC. The stream gets `access_revoked` within 1 s of
-// the change, and reopening it with the old credential is refused at once on every door.
+// gateways (their auth caches warm) and direct gRPC to two replicas of cube and of presence (gateway
+// B and the second direct doors go to the second replicas). The stream gets `access_revoked` within
+// 1 s of the change, and reopening it with the old credential is refused at once on every door.
 
 type Tenant = Awaited<ReturnType<typeof seedTenant>>;
-type Holder = "client" | "drone";
+type Holder = "client" | "drone" | "machine";
 
 /** Opens a stream with `token`; `refused` resolves to the refusal of a fresh open (its HTTP status or gRPC code name). */
 interface StreamKind {
@@ -26,7 +28,13 @@ interface StreamKind {
   refused(token: string, cubeId: string): Promise<string>;
 }
 
-function kindsFor(system: System, gateways: Record<string, string>, presencePort: number): StreamKind[] {
+/** Direct gRPC doors: the cube replicas and presence replicas to open streams on (presence ones that resolve client tokens marked). */
+interface Direct {
+  readonly cubes: readonly number[];
+  readonly presences: readonly { readonly port: number; readonly clients: boolean }[];
+}
+
+function kindsFor(gateways: Record<string, string>, direct: Direct): StreamKind[] {
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
   const kinds: StreamKind[] = [];
   for (const [gw, url] of Object.entries(gateways)) {
@@ -40,7 +48,7 @@ function kindsFor(system: System, gateways: Record<string, string>, presencePort
       },
       {
         name: `SSE machines via ${gw}`,
-        holders: ["client"],
+        holders: ["client", "machine"],
         open: (token) => sseStream(`${url}/v1/machines/events`, token),
         refused: (token) => sseRefusal(`${url}/v1/machines/events`, token),
       },
@@ -60,7 +68,7 @@ function kindsFor(system: System, gateways: Record<string, string>, presencePort
       },
       {
         name: `Connect WatchMachines via ${gw}`,
-        holders: ["client"],
+        holders: ["client", "machine"],
         open: (token) => {
           const controller = new AbortController();
           const client = createConnectClient(MachineService, connect());
@@ -77,11 +85,10 @@ function kindsFor(system: System, gateways: Record<string, string>, presencePort
     metadata.set("authorization", `Bearer ${token}`);
     return metadata;
   };
-  const activity = createClient(ActivityService, `127.0.0.1:${system.cube.port}`);
-  const machines = createClient(MachineService, `127.0.0.1:${presencePort}`);
-  kinds.push(
-    {
-      name: "gRPC SubscribeActivity (direct)",
+  for (const [i, port] of direct.cubes.entries()) {
+    const activity = createClient(ActivityService, `127.0.0.1:${port}`);
+    kinds.push({
+      name: `gRPC SubscribeActivity (cube replica ${i + 1})`,
       holders: ["client", "drone"],
       open: (token, cubeId) => {
         const controller = new AbortController();
@@ -93,19 +100,30 @@ function kindsFor(system: System, gateways: Record<string, string>, presencePort
       },
       refused: (token, cubeId) =>
         firstAnswer(activity.subscribeActivity({ cubeId }, { metadata: grpcMetadata(token) })),
-    },
-    {
-      name: "gRPC WatchMachines (direct)",
-      holders: ["client"],
+    });
+  }
+  for (const [i, { port, clients }] of direct.presences.entries()) {
+    const machines = createClient(MachineService, `127.0.0.1:${port}`);
+    kinds.push({
+      name: `gRPC WatchMachines (presence replica ${i + 1})`,
+      holders: clients ? ["client", "machine"] : ["machine"],
       open: (token) => {
         const controller = new AbortController();
         const stream = machines.watchMachines({}, { metadata: grpcMetadata(token), signal: controller.signal });
         return iterate(stream, () => controller.abort());
       },
       refused: (token) => firstAnswer(machines.watchMachines({}, { metadata: grpcMetadata(token) })),
-    },
-  );
+    });
+  }
   return kinds;
+}
+
+/** Whose credential a case changes: a client's (and its drone's), or a machine's. */
+interface Subject {
+  readonly token: string;
+  readonly clientId?: string;
+  readonly droneId?: string;
+  readonly machineId?: string;
 }
 
 /** A credential change: what it ends, done by the tenant's admin. */
@@ -114,7 +132,7 @@ interface Change {
   readonly holders: readonly Holder[];
   /** Only the streams of one cube end (a grant), and a reopen is NOT_FOUND rather than UNAUTHENTICATED. */
   readonly cubeOnly?: boolean;
-  apply(system: System, tenant: Tenant, subject: { clientId: string; droneId?: string }): Promise<unknown>;
+  apply(system: System, tenant: Tenant, subject: Subject): Promise<unknown>;
 }
 
 const CHANGES: readonly Change[] = [
@@ -143,6 +161,12 @@ const CHANGES: readonly Change[] = [
       ),
   },
   {
+    name: "RevokeMachine",
+    holders: ["machine"],
+    apply: (system, tenant, { machineId }) =>
+      call(system, "unimatrix.presence.v1.MachineService/RevokeMachine", { machineId }, tenant.user),
+  },
+  {
     name: "EvictDrone",
     holders: ["drone"],
     apply: (system, tenant, { droneId }) =>
@@ -156,34 +180,53 @@ describe("every door closes with its credential", () => {
   let gateways: Record<string, string>;
   let second: Awaited<ReturnType<typeof addGateway>>;
   let kinds: StreamKind[];
-  /** A presence replica that resolves client tokens through cube (direct gRPC callers with a token). */
-  let presence: Awaited<ReturnType<typeof startPresence>>;
-  let presenceSchema: TestSchema;
+  /** Second replicas of cube and presence on the same schemas (gateway B and the second direct doors use them). */
+  let cube2: Awaited<ReturnType<typeof startCube>>;
+  let presence2: Awaited<ReturnType<typeof startPresence>>;
 
   beforeAll(async () => {
     system = await startSystem("gw_doors");
-    second = await addGateway(system);
-    presenceSchema = testSchema("gw_doors_presence_direct");
-    presence = await startPresence({
+    cube2 = await startCube({ config: system.config, port: 0, schema: system.cubeSchema, logger: silentLogger() });
+    // This replica resolves client tokens through cube (direct gRPC callers with a token).
+    presence2 = await startPresence({
       config: system.config,
       port: 0,
-      schema: presenceSchema.schema,
+      schema: system.presenceSchema,
       logger: silentLogger(),
-      presence: { cubeAddress: `127.0.0.1:${system.cube.port}` },
+      presence: { cubeAddress: `127.0.0.1:${cube2.port}` },
+    });
+    second = await addGateway(system, {
+      cubeAddress: `127.0.0.1:${cube2.port}`,
+      presenceAddress: `127.0.0.1:${presence2.port}`,
     });
     gateways = { "gateway A": system.url, "gateway B": second.url };
     tenant = await seedTenant(system, "doors", 0);
-    kinds = kindsFor(system, gateways, presence.port);
+    kinds = kindsFor(gateways, {
+      cubes: [system.cube.port, cube2.port],
+      presences: [
+        { port: system.presence.port, clients: false },
+        { port: presence2.port, clients: true },
+      ],
+    });
   }, 120_000);
   afterAll(async () => {
-    await presence?.stop();
-    await presenceSchema?.drop();
     await second?.stop();
+    await presence2?.stop();
+    await cube2?.stop();
     await system?.stop();
   });
 
   /** A fresh client with write access (and, for a drone, a seat it attached): its token and ids. */
-  async function holder(kind: Holder): Promise<{ token: string; clientId: string; droneId?: string }> {
+  async function holder(kind: Holder): Promise<Subject> {
+    if (kind === "machine") {
+      const machine = await call<{ machine: { id: string }; token: string }>(
+        system,
+        "unimatrix.presence.v1.MachineService/RegisterMachine",
+        { name: `door-${crypto.randomUUID().slice(0, 8)}` },
+        tenant.user,
+      );
+      return { token: machine.token, machineId: machine.machine.id };
+    }
     const client = await call<{ client: { id: string }; token: string }>(
       system,
       "unimatrix.cube.v1.IdentityService/IssueClient",
@@ -207,14 +250,13 @@ describe("every door closes with its credential", () => {
   }
 
   /** Every gateway has the token's answer in its cache: the change must reach it, not wait out the cache. */
-  async function warm(token: string): Promise<void> {
+  async function warm(token: string, who: Holder = "client"): Promise<void> {
+    const [path, body] =
+      who === "machine"
+        ? ["unimatrix.presence.v1.MachineService/ListMachines", {}]
+        : ["unimatrix.cube.v1.CubeService/GetCube", { cubeId: tenant.cubeId }];
     for (const url of Object.values(gateways)) {
-      const { status: code } = await connectJson(
-        { url },
-        "unimatrix.cube.v1.CubeService/GetCube",
-        { cubeId: tenant.cubeId },
-        token,
-      );
+      const { status: code } = await connectJson({ url }, path, body, token);
       expect(code).toBe(200);
     }
   }
@@ -225,11 +267,14 @@ describe("every door closes with its credential", () => {
     "%s ends every %s stream with access_revoked within 1 s and refuses its reopen on every door",
     async (_name, who, change) => {
       const subject = await holder(who);
-      await warm(subject.token);
+      await warm(subject.token, who);
       const mine = kinds.filter(
         (kind) => kind.holders.includes(who) && (!change.cubeOnly || /activity/i.test(kind.name)),
       );
       const refusal = change.cubeOnly ? /^(404|NOT_FOUND)$/ : /^(401|UNAUTHENTICATED)$/;
+      // Every door of the holder is walked: 2 gateways × its SSE and Connect kinds, plus the direct replicas.
+      const doors = change.cubeOnly ? 6 : { client: 11, drone: 6, machine: 6 }[who];
+      expect(mine).toHaveLength(doors);
       const streams = mine.map((kind) => ({ kind, opened: kind.open(subject.token, tenant.cubeId) }));
       try {
         for (const { kind, opened } of streams) await eventually(opened.ready, `${kind.name}: ready`, 10_000);
@@ -264,7 +309,9 @@ describe("every door closes with its credential", () => {
           )
         ).status,
       ).toBe(200);
-      const deafKinds = kindsFor(system, { deaf: deaf.url }, presence.port).filter((k) => k.name.endsWith("via deaf"));
+      const deafKinds = kindsFor({ deaf: deaf.url }, { cubes: [], presences: [] }).filter((k) =>
+        k.name.endsWith("via deaf"),
+      );
       const streams = deafKinds
         .filter((kind) => kind.holders.includes("client"))
         .map((kind) => ({ kind, opened: kind.open(subject.token, tenant.cubeId) }));

@@ -32,6 +32,8 @@ export interface System {
   readonly config: CommonConfig;
   /** The cube's schema (a second cube replica on it shares the cube's data). */
   readonly cubeSchema: string;
+  /** Presence's schema (a second presence replica on it shares presence's data). */
+  readonly presenceSchema: string;
   stop(): Promise<void>;
 }
 
@@ -61,13 +63,14 @@ export async function startSystem(
   };
   const logger = silentLogger();
   const cubeSchema = schema("cube");
+  const presenceSchema = schema("presence");
   // Cube asks presence about machines (AttachSeat's machine_id); presence starts beside it.
   let presencePort: number | undefined;
   const presenceAddressOf = () => (presencePort === undefined ? undefined : `127.0.0.1:${presencePort}`);
   const starts = [
     () => startCube({ config, port: 0, schema: cubeSchema, logger, cube: { presenceAddressOf, ...cubeSettings } }),
     () => startDevice({ config, port: 0, schema: schema("device"), logger }),
-    () => startPresence({ config, port: 0, schema: schema("presence"), logger }),
+    () => startPresence({ config, port: 0, schema: presenceSchema, logger }),
   ] as const;
   // PGlite's start-up holds the event loop (wasm): one at a time, so no bus connect times out meanwhile.
   // A failed start stops what did start, so a broken suite leaves nothing running.
@@ -118,6 +121,7 @@ export async function startSystem(
     presence,
     config,
     cubeSchema,
+    presenceSchema,
     async stop() {
       await gateway.stop();
       await Promise.all([cube.stop(), device.stop(), presence.stop()]);

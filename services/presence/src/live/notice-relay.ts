@@ -147,7 +147,15 @@ export class NoticeRelay {
       } catch (error) {
         const retry = isServiceError(error) && error.code === grpc.status.UNAVAILABLE && attempt < CONFIRM_ATTEMPTS;
         if (!retry) {
-          this.relays.logger.warn({ err: error, noticeId, machineId: this.machine.machineId }, "ConfirmNotice failed");
+          // A notice that is not this machine's (or gone) is the daemon's mistake, answered as such: not a warning.
+          const refused =
+            isServiceError(error) &&
+            (error.code === grpc.status.NOT_FOUND ||
+              error.code === grpc.status.PERMISSION_DENIED ||
+              error.code === grpc.status.INVALID_ARGUMENT);
+          const fields = { err: error, noticeId, machineId: this.machine.machineId };
+          if (refused) this.relays.logger.info(fields, "ConfirmNotice refused");
+          else this.relays.logger.warn(fields, "ConfirmNotice failed");
           return;
         }
       }
