@@ -1,4 +1,5 @@
 import { status } from "@grpc/grpc-js";
+import { readSseFrames } from "@unimatrix/service-kit/testing";
 
 // Probes of open streams for the credential tests: what a stream said last, and how a reopen is answered.
 
@@ -9,21 +10,14 @@ export interface Opened {
   readonly close: () => void;
 }
 
-/** What the streams read: SSE frames by event name. */
+/** An SSE stream read with the kit's frame reader: its event names, in order. */
 export function sseStream(url: string, token: string): Opened {
   const controller = new AbortController();
   const events: string[] = [];
-  void (async () => {
-    const response = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
-    if (!response.body) return;
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-      buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-      for (const match of buffer.matchAll(/^event: (\S+)$/gm)) events.push(match[1]!);
-      buffer = buffer.slice(buffer.lastIndexOf("\n\n") + 1);
-    }
-  })().catch(() => {});
+  void readSseFrames(url, token, controller.signal, (frame) => {
+    const event = /^event: (\S+)$/m.exec(frame)?.[1];
+    if (event) events.push(event);
+  }).catch(() => {});
   return {
     ready: () => events.some((e) => e === "ready" || e === "machine_ready"),
     revoked: () => events.at(-1) === "access_revoked",

@@ -7,14 +7,12 @@
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../deps";
 import type { OpResult } from "../effects";
-import { actorKey, WRITE } from "../rules/access";
-import { requireAccess } from "../store/access";
 import { inTransaction } from "../store/prisma";
 import type { Claim, ItemRow } from "../store/rows";
 import { claimIfFree, currentClaim } from "../tables/claims";
 import { claimAudience } from "../tables/drones";
-import { loadItems, visibleEntry } from "../tables/entries";
-import { labelOf } from "../tables/principals";
+import { loadItems } from "../tables/entries";
+import { claimant } from "./steps/claimant";
 import { aboutEntry, insertNotifications } from "./steps/notify";
 
 /** What ClaimEntry did: claimed now, already held by the caller, or held by another; the claim and the entry. */
@@ -31,16 +29,7 @@ export async function claimEntry(
   cubeId: string,
   entryId: string,
 ): Promise<OpResult<ClaimResult>> {
-  const s = await requireAccess(deps.prisma, principal, cubeId, WRITE, "claiming");
-  const entry = await visibleEntry(deps.prisma, s, cubeId, entryId);
-  await deps.guard.admit(300);
-  const now = deps.clock.now();
-  const key = actorKey(principal);
-  const holder = {
-    principalId: key,
-    droneId: s.drone?.id ?? null,
-    label: await labelOf(deps.prisma, principal, s.drone),
-  };
+  const { s, entry, now, key, holder } = await claimant(deps, principal, cubeId, entryId, "claiming");
   const result = await inTransaction(deps.prisma, async (tx) => {
     let outcome: ClaimResult["outcome"];
     if (await claimIfFree(tx, cubeId, entryId, holder, now, deps.config.claimLeaseSeconds)) {

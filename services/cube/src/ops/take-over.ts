@@ -8,15 +8,12 @@
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../deps";
 import type { OpResult } from "../effects";
-import { actorKey, WRITE } from "../rules/access";
 import { type TakeOverDecision, takeOverDecision } from "../rules/lease";
-import { requireAccess } from "../store/access";
 import { inTransaction } from "../store/prisma";
 import type { Claim } from "../store/rows";
 import { currentClaim, lockClaim, takeOver } from "../tables/claims";
 import { claimAudience } from "../tables/drones";
-import { visibleEntry } from "../tables/entries";
-import { labelOf } from "../tables/principals";
+import { claimant } from "./steps/claimant";
 import { aboutEntry, insertNotifications } from "./steps/notify";
 
 /** What TakeOverClaim did, with the claim after the call (null when not claimed). */
@@ -33,16 +30,7 @@ export async function takeOverClaim(
   entryId: string,
   fence: bigint,
 ): Promise<OpResult<TakeOverResult>> {
-  const s = await requireAccess(deps.prisma, principal, cubeId, WRITE, "taking over a claim");
-  const entry = await visibleEntry(deps.prisma, s, cubeId, entryId);
-  await deps.guard.admit(300);
-  const now = deps.clock.now();
-  const key = actorKey(principal);
-  const holder = {
-    principalId: key,
-    droneId: s.drone?.id ?? null,
-    label: await labelOf(deps.prisma, principal, s.drone),
-  };
+  const { s, entry, now, key, holder } = await claimant(deps, principal, cubeId, entryId, "taking over a claim");
   const machines: string[] = [];
   const result = await inTransaction(deps.prisma, async (tx) => {
     const locked = await lockClaim(tx, entryId);

@@ -34,10 +34,10 @@ export interface WatchDeps {
   readonly now: () => Date;
 }
 
-/** How a stream re-checks that its credential still authenticates; true while it does. */
+/** How a stream re-checks that its credential still authenticates (on drains of revocations, on credential news); true while it does. */
 function credentialCheck(principal: TenantPrincipal, ctx: CallContext, deps: WatchDeps) {
   if (principal.kind === "machine") {
-    return { onDrain: true, check: () => deps.machines.active(principal.subjectId) };
+    return { onDrain: true, onNews: false, check: () => deps.machines.active(principal.subjectId) };
   }
   const raw = rawBearer(ctx.metadata);
   const resolve = deps.resolveForeign;
@@ -45,7 +45,7 @@ function credentialCheck(principal: TenantPrincipal, ctx: CallContext, deps: Wat
     return { onDrain: false, onNews: true, check: async () => (await resolve(raw)) !== null };
   }
   // A gateway-signed principal: the gateway owns that credential's stream and re-checks it.
-  return { onDrain: false, check: async () => true };
+  return { onDrain: false, onNews: false, check: async () => true };
 }
 
 /** The per-credential cap on open WatchMachines streams (per replica), keyed by the kit's `credentialKey`. */
@@ -93,7 +93,7 @@ export async function* watchStream(
     // database reads below cover everything up to (at least) that cursor.
     await deps.feed.attach(tenantId, queue);
     unwatch =
-      "onNews" in credential && deps.news
+      credential.onNews && deps.news
         ? deps.news.watch(principal, () => {
             news = true;
             queue.poke();
