@@ -45,6 +45,7 @@ import { encodeCursor } from "./rules/cursor";
 import type { TakeOverDecision } from "./rules/lease";
 import { noticeText } from "./rules/preview";
 import type { SeatStateName } from "./rules/seat";
+import { taxonomyKinds } from "./rules/taxonomy";
 import type {
   ActivityRow,
   ApiClient,
@@ -73,6 +74,7 @@ export function cubeToWire(cube: Cube, callerAccess: number): MessageInitShape<t
     name: cube.name,
     directive: cube.directive,
     taxonomyJson: cube.taxonomyJson ?? undefined,
+    taxonomyKinds: cube.taxonomyJson ? [...taxonomyKinds(cube.taxonomyJson)] : [],
     ownerId: cube.ownerId,
     ownerKind: principalKindOf(cube.ownerKind),
     callerAccess,
@@ -197,6 +199,7 @@ export function entryToWire({ row, state }: ItemRow): MessageInitShape<typeof En
     id: row.id,
     cubeId: row.cubeId,
     cursor: encodeCursor(row.cubeId, row.position),
+    position: row.position,
     author: {
       droneId: row.authorDroneId ?? "",
       label: row.authorLabel ?? "",
@@ -237,6 +240,7 @@ function notificationToWire(row: ActivityRow): MessageInitShape<typeof Notificat
     id: row.id,
     cubeId: row.cubeId,
     cursor: encodeCursor(row.cubeId, row.position),
+    position: row.position,
     kind: NOTIFICATION_KINDS[row.notificationKind ?? ""] ?? NotificationKind.UNSPECIFIED,
     text: row.message,
     entryId: row.entryId ?? "",
@@ -357,6 +361,7 @@ export function attachToWire(result: AttachResult): MessageInitShape<typeof Atta
     sessionId: result.session.id,
     sessionToken: result.token ?? "",
     sessionExpiresAt: ts(result.session.expiresAt),
+    headCursor: encodeCursor(result.drone.drone.cubeId, result.head),
   };
 }
 

@@ -27,7 +27,7 @@ import { setSeatState } from "../src/ops/seat-state";
 import { takeOverClaim } from "../src/ops/take-over";
 import { resolveToken } from "../src/reads/credentials";
 import { ACTIVITY, cubeChannel, noticeChannel } from "../src/rules/channels";
-import type { NewEntry } from "../src/rules/entry";
+import type { EntryRef, NewEntry } from "../src/rules/entry";
 import { authTag } from "../src/store/auth-cache";
 import { pendingNotices } from "../src/tables/notices";
 import { createCallContext } from "./call-context";
@@ -93,10 +93,14 @@ const broadcast = (message: string, more: Partial<NewEntry> = {}): NewEntry => (
   message,
   visibility: "broadcast",
   recipientDroneIds: [],
+  recipientLabels: [],
   expectsReply: true,
   askHuman: false,
   ...more,
 });
+
+/** An entry named by its id, as a handler passes it on. */
+const byId = (id: string): EntryRef => ({ field: "entry_id", id });
 
 /** Resolves with the first message published on a bus channel after the call. */
 async function nextMessage(channel: string): Promise<{ message: Promise<string>; stop(): Promise<void> }> {
@@ -129,24 +133,29 @@ describe("ops: each write path returns its result and the effects to publish aft
       deps,
       w.a.principal,
       w.cubeId,
-      broadcast("answer", { replyToEntryId: root.result.row.id }),
+      broadcast("answer", { replyTo: byId(root.result.row.id) }),
     );
     expect(reply.result.row.threadRootEntryId).toBe(root.result.row.id);
     expect(reply.effects).toEqual({ activity: [w.cubeId], noticeMachines: [w.machineId] });
     // A reply to an entry that is not there is NOT_FOUND naming the field, and changes nothing.
     await expect(
-      appendEntry(deps, w.a.principal, w.cubeId, broadcast("x", { replyToEntryId: randomUUID() })),
+      appendEntry(
+        deps,
+        w.a.principal,
+        w.cubeId,
+        broadcast("x", { replyTo: { field: "reply_to_entry_id", id: randomUUID() } }),
+      ),
     ).rejects.toThrow(NotFoundError);
   });
 
   test("ack: a new ack rings the cube; a repeat is no news", async () => {
     const w = await world();
     const entry = await appendEntry(deps, w.a.principal, w.cubeId, broadcast("ack me"));
-    const first = await ackEntry(deps, w.b.principal, w.cubeId, entry.result.row.id);
+    const first = await ackEntry(deps, w.b.principal, w.cubeId, byId(entry.result.row.id));
     expect(first.result.newlyAcked).toBe(true);
     expect(first.result.entry.state.ackedByDroneIds).toEqual([w.b.droneId]);
     expect(first.effects).toEqual({ activity: [w.cubeId] });
-    const again = await ackEntry(deps, w.b.principal, w.cubeId, entry.result.row.id);
+    const again = await ackEntry(deps, w.b.principal, w.cubeId, byId(entry.result.row.id));
     expect(again.result.newlyAcked).toBe(false);
     expect(again.effects).toEqual({});
   });
@@ -155,41 +164,41 @@ describe("ops: each write path returns its result and the effects to publish aft
     const w = await world();
     const entry = await appendEntry(deps, w.a.principal, w.cubeId, broadcast("claim me"));
     const id = entry.result.row.id;
-    const claimed = await claimEntry(deps, w.a.principal, w.cubeId, id);
+    const claimed = await claimEntry(deps, w.a.principal, w.cubeId, byId(id));
     expect(claimed.result.outcome).toBe("claimed");
     expect(claimed.result.claim?.fence).toBe(1n);
     expect(claimed.effects).toEqual({ activity: [w.cubeId] });
-    const held = await claimEntry(deps, w.a.principal, w.cubeId, id);
+    const held = await claimEntry(deps, w.a.principal, w.cubeId, byId(id));
     expect(held.result.outcome).toBe("held");
     expect(held.effects).toEqual({});
-    const other = await claimEntry(deps, w.b.principal, w.cubeId, id);
+    const other = await claimEntry(deps, w.b.principal, w.cubeId, byId(id));
     expect(other.result.outcome).toBe("other");
-    expect((await renewClaim(deps, w.b.principal, w.cubeId, id)).result.outcome).toBe("not_holder");
-    const renewed = await renewClaim(deps, w.a.principal, w.cubeId, id);
+    expect((await renewClaim(deps, w.b.principal, w.cubeId, byId(id))).result.outcome).toBe("not_holder");
+    const renewed = await renewClaim(deps, w.a.principal, w.cubeId, byId(id));
     expect(renewed.result.outcome).toBe("renewed");
     expect(renewed.effects).toEqual({});
-    expect((await releaseClaim(deps, w.b.principal, w.cubeId, id)).result.outcome).toBe("other");
-    const released = await releaseClaim(deps, w.a.principal, w.cubeId, id);
+    expect((await releaseClaim(deps, w.b.principal, w.cubeId, byId(id))).result.outcome).toBe("other");
+    const released = await releaseClaim(deps, w.a.principal, w.cubeId, byId(id));
     expect(released.result.outcome).toBe("released");
     expect(released.effects).toEqual({ activity: [w.cubeId] });
-    const none = await releaseClaim(deps, w.a.principal, w.cubeId, id);
+    const none = await releaseClaim(deps, w.a.principal, w.cubeId, byId(id));
     expect(none.result.outcome).toBe("none");
     expect(none.effects).toEqual({});
-    expect((await claimEntry(deps, w.b.principal, w.cubeId, id)).result.claim?.fence).toBe(2n);
+    expect((await claimEntry(deps, w.b.principal, w.cubeId, byId(id))).result.claim?.fence).toBe(2n);
   });
 
   test("take-over: a HELD claim is not taken; a STALE one is, with fence + 1, telling the former holder", async () => {
     const w = await world();
     const entry = await appendEntry(deps, w.a.principal, w.cubeId, broadcast("take me"));
     const id = entry.result.row.id;
-    await claimEntry(deps, w.onMachine.principal, w.cubeId, id);
-    const notStale = await takeOverClaim(deps, w.a.principal, w.cubeId, id, 1n);
+    await claimEntry(deps, w.onMachine.principal, w.cubeId, byId(id));
+    const notStale = await takeOverClaim(deps, w.a.principal, w.cubeId, byId(id), 1n);
     expect(notStale.result.outcome).toBe("not_stale");
     expect(notStale.effects).toEqual({ activity: [], noticeMachines: [] });
     await h.sql(`UPDATE claims SET state = 'stale' WHERE entry_id = $1`, [id]);
-    const moved = await takeOverClaim(deps, w.a.principal, w.cubeId, id, 2n);
+    const moved = await takeOverClaim(deps, w.a.principal, w.cubeId, byId(id), 2n);
     expect(moved.result.outcome).toBe("fence_moved");
-    const taken = await takeOverClaim(deps, w.a.principal, w.cubeId, id, 1n);
+    const taken = await takeOverClaim(deps, w.a.principal, w.cubeId, byId(id), 1n);
     expect(taken.result.outcome).toBe("take_over");
     expect(taken.result.claim?.fence).toBe(2n);
     expect(taken.result.claim?.holderDroneId).toBe(w.a.droneId);

@@ -82,8 +82,8 @@ describe("AppendEntry checks", () => {
       message: "hi",
       visibility: "broadcast",
       recipientDroneIds: [],
+      recipientLabels: [],
       kind: undefined,
-      replyToEntryId: undefined,
       expectsReply: true,
       askHuman: false,
     });
@@ -91,8 +91,8 @@ describe("AppendEntry checks", () => {
       message: "hi",
       visibility: "direct",
       recipientDroneIds: [ID],
+      recipientLabels: [],
       kind: "plan",
-      replyToEntryId: undefined,
       expectsReply: true,
       askHuman: false,
     });
@@ -100,7 +100,14 @@ describe("AppendEntry checks", () => {
 
   test("a reply names its entry; expects_reply false is kept; a question may be DIRECT without recipients", () => {
     const reply = checkEntry({ ...entry, replyToEntryId: ID, expectsReply: false });
-    expect(reply.replyToEntryId).toBe(ID);
+    expect(reply.replyTo).toEqual({ field: "reply_to_entry_id", id: ID });
+    expect(checkEntry({ ...entry, replyToPosition: 7n }).replyTo).toEqual({ field: "reply_to_position", position: 7n });
+    expect(() => checkEntry({ ...entry, replyToEntryId: ID, replyToPosition: 7n })).toThrow(
+      /^reply_to_entry_id: set reply_to_entry_id or reply_to_position, not both$/,
+    );
+    const labelled = { ...entry, visibility: Visibility.DIRECT, recipientLabels: ["worker-1"] };
+    expect(checkEntry(labelled).recipientLabels).toEqual(["worker-1"]);
+    expect(() => checkEntry({ ...labelled, visibility: Visibility.BROADCAST })).toThrow(/^recipient_labels: /);
     expect(reply.expectsReply).toBe(false);
     expect(() => checkEntry({ ...entry, replyToEntryId: "X" })).toThrow(/reply_to_entry_id/);
     const question = checkEntry({ ...entry, visibility: Visibility.DIRECT, askHuman: true });

@@ -8,32 +8,12 @@ import {
   NotificationSchema,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { encodeCursor } from "../../cube/src/rules/cursor";
-import {
-  claimNote,
-  cursorBefore,
-  positionOf,
-  preview,
-  renderItems,
-  SESSION_REJECTED_TEXT,
-  secondsTime,
-  summaryLine,
-} from "../src/mcp/format";
+import { claimNote, preview, renderItems, SESSION_REJECTED_TEXT, secondsTime, summaryLine } from "../src/mcp/format";
 
-const CUBE = "0f0e0d0c-0b0a-4908-8706-050403020100";
 const ME = "11111111-1111-4111-8111-111111111111";
 const PEER = "22222222-2222-4222-8222-222222222222";
 
 describe("MCP compact format", () => {
-  it("reads the position out of the cube service's own cursors, and writes the one before a position", () => {
-    for (const n of [1n, 2n, 41n, 123_456_789n]) {
-      expect(positionOf(encodeCursor(CUBE, n))).toBe(Number(n));
-      expect(cursorBefore(CUBE, Number(n) + 1)).toBe(encodeCursor(CUBE, n));
-    }
-    expect(cursorBefore(CUBE, 1)).toBe("");
-    expect(positionOf("not-a-cursor")).toBe(0);
-  });
-
   it("renders one line per item: position, author, audience, kind, message; notifications name their entry", () => {
     const entry = (n: bigint, fields: Record<string, unknown>) =>
       create(ActivityItemSchema, {
@@ -41,7 +21,8 @@ describe("MCP compact format", () => {
           case: "entry",
           value: create(EntrySchema, {
             id: `00000000-0000-4000-8000-00000000000${n}`,
-            cursor: encodeCursor(CUBE, n),
+            cursor: `opaque-n`,
+            position: n,
             visibility: Visibility.BROADCAST,
             ...fields,
           }),
@@ -61,7 +42,8 @@ describe("MCP compact format", () => {
         item: {
           case: "notification",
           value: create(NotificationSchema, {
-            cursor: encodeCursor(CUBE, 4n),
+            cursor: `opaque-4n`,
+            position: 4n,
             kind: NotificationKind.CLAIM,
             text: "[CLAIM] who takes the ledger?",
             entryId: "00000000-0000-4000-8000-000000000001",
@@ -73,7 +55,8 @@ describe("MCP compact format", () => {
         item: {
           case: "notification",
           value: create(NotificationSchema, {
-            cursor: encodeCursor(CUBE, 5n),
+            cursor: `opaque-5n`,
+            position: 5n,
             kind: NotificationKind.HEARTBEAT_PING,
             text: "[PING] still there?",
             actorRoleName: "unimatrix",

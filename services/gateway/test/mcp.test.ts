@@ -125,6 +125,39 @@ describe("gateway: MCP", () => {
     }
   });
 
+  it("posts to labels in reply to a #position with exactly one upstream call: cube resolves the references", async () => {
+    const [a, b] = await Promise.all(acme.clients.slice(0, 2).map((client) => agent(system, client.token)));
+    try {
+      await a!.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
+      const seatB = await b!.tool("seat_attach", { cube_id: acme.cubeId, role_id: acme.roleId });
+      const labelB = seatB.structuredContent!.label as string;
+      const root = await a!.tool("log_post", { message: "root" });
+      const n = root.structuredContent!.n as number;
+      const started = async () => {
+        const counts = new Map<string, number>();
+        for (const v of (await system.cube.metrics.started.get()).values)
+          counts.set(`${v.labels.grpc_service}/${v.labels.grpc_method}`, v.value);
+        return counts;
+      };
+      const before = await started();
+      const reply = await a!.tool("log_post", { message: "to you", recipients: [labelB], reply_to: `#${n}` });
+      expect(reply.isError).toBeFalsy();
+      const after = await started();
+      const calls = [...after].flatMap(([method, value]) => {
+        const delta = value - (before.get(method) ?? 0);
+        return delta > 0 ? [[method, delta]] : [];
+      });
+      expect(calls).toEqual([["unimatrix.cube.v1.ActivityService/AppendEntry", 1]]);
+      const thread = await b!.tool("log_read", { thread: `#${n}` });
+      expect(thread.content[0]!.text.split("\n").slice(1)).toEqual([
+        expect.stringMatching(new RegExp(`^#${n} .*: root$`)),
+        expect.stringMatching(new RegExp(`^#${reply.structuredContent!.n} .*→ you.*: to you$`)),
+      ]);
+    } finally {
+      await Promise.all([a, b].map((x) => x?.close()));
+    }
+  });
+
   it("gives a returning agent what it missed through log_read unread", async () => {
     const poster = await agent(system, acme.clients[0]!.token);
     let away = await agent(system, acme.clients[2]!.token);
@@ -177,9 +210,7 @@ describe("gateway: MCP", () => {
       // Errors name the tool's own inputs, not the contract's fields.
       await a.tool("seat_attach", { cube_id: acme.cubeId });
       const nobody = await a.tool("log_post", { message: "hi", recipients: ["nobody-9"] });
-      expect(nobody.content[0]!.text).toBe(
-        "INVALID_ARGUMENT: recipients: no live drone labelled nobody-9 (drones_list shows them)",
-      );
+      expect(nobody.content[0]!.text).toBe("INVALID_ARGUMENT: recipients: no live drone labelled nobody-9");
       const stranger = await a.tool("log_post", {
         message: "hi",
         recipients: ["00000000-0000-4000-8000-000000000000"],

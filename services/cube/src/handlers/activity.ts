@@ -3,7 +3,7 @@ import { credentialKey } from "@unimatrix/service-kit/auth";
 import type { StreamCounter } from "@unimatrix/service-kit/bus";
 import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
-import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit/rules";
+import { pageSize, requireUuid } from "@unimatrix/service-kit/rules";
 import {
   claimOutcomeToWire,
   claimToWire,
@@ -33,7 +33,7 @@ import { checkFence, listReceipts } from "../reads/claims";
 import { listDecisions } from "../reads/decisions";
 import { listQuestions, readThread } from "../reads/threads";
 import { encodeCursor } from "../rules/cursor";
-import { checkEntry } from "../rules/entry";
+import { checkEntry, entryRef, optionalEntryRef } from "../rules/entry";
 import { OffsetPages } from "../rules/paging";
 import { name } from "../rules/request";
 
@@ -83,16 +83,16 @@ export function activityHandlers(
 
     async ackEntry(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
-      const entryId = requireUuid("entry_id", request.entryId);
-      const result = await runOp(deps, ackEntry(deps, await ctx.principal(), cubeId, entryId, request.quiet));
+      const ref = entryRef(request);
+      const result = await runOp(deps, ackEntry(deps, await ctx.principal(), cubeId, ref, request.quiet));
       if (result.newlyAcked) wake(cubeId);
       return { newlyAcked: result.newlyAcked, entry: entryToWire(result.entry) };
     },
 
     async claimEntry(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
-      const entryId = requireUuid("entry_id", request.entryId);
-      const result = await runOp(deps, claimEntry(deps, await ctx.principal(), cubeId, entryId));
+      const ref = entryRef(request);
+      const result = await runOp(deps, claimEntry(deps, await ctx.principal(), cubeId, ref));
       if (result.outcome === "claimed") wake(cubeId);
       return {
         outcome: claimOutcomeToWire(result.outcome),
@@ -103,8 +103,8 @@ export function activityHandlers(
 
     async releaseClaim(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
-      const entryId = requireUuid("entry_id", request.entryId);
-      const result = await runOp(deps, releaseClaim(deps, await ctx.principal(), cubeId, entryId));
+      const ref = entryRef(request);
+      const result = await runOp(deps, releaseClaim(deps, await ctx.principal(), cubeId, ref));
       if (result.outcome === "released") wake(cubeId);
       return {
         outcome: releaseOutcomeToWire(result.outcome),
@@ -117,10 +117,13 @@ export function activityHandlers(
       const cubeId = requireUuid("cube_id", request.cubeId);
       const title = name("title", request.title);
       const rationale = request.rationale;
-      const entryId = optionalUuid("entry_id", request.entryId);
+      const entry = optionalEntryRef(
+        { field: "entry_id", id: request.entryId },
+        { field: "entry_position", position: request.entryPosition },
+      );
       const decision = await runOp(
         deps,
-        recordDecision(deps, await ctx.principal(), cubeId, { title, rationale, entryId }),
+        recordDecision(deps, await ctx.principal(), cubeId, { title, rationale, ...(entry ? { entry } : {}) }),
       );
       return { decision: decisionToWire(decision) };
     },
@@ -144,12 +147,13 @@ export function activityHandlers(
 
     async readThread(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
-      const entryId = requireUuid("entry_id", request.entryId);
+      const ref = entryRef(request);
       const size = pageSize("page_size", request.pageSize);
       const principal = await ctx.principal();
-      const binding = { caller: credentialKey(principal), filter: { cubeId, entryId } };
+      const filter = { cubeId, entryId: request.entryId, entryPosition: String(request.entryPosition) };
+      const binding = { caller: credentialKey(principal), filter };
       const offset = threadPages.offset(request.pageToken, binding);
-      const thread = await readThread(deps, principal, cubeId, entryId, offset, size);
+      const thread = await readThread(deps, principal, cubeId, ref, offset, size);
       const read = [...(thread.root ? [thread.root] : []), ...thread.replies.slice(0, size)];
       await runOp(deps, noteRead(deps, principal, read));
       const page = threadPages.page(thread.replies, offset, size, binding);
@@ -162,8 +166,8 @@ export function activityHandlers(
 
     async renewClaim(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
-      const entryId = requireUuid("entry_id", request.entryId);
-      const result = await runOp(deps, renewClaim(deps, await ctx.principal(), cubeId, entryId));
+      const ref = entryRef(request);
+      const result = await runOp(deps, renewClaim(deps, await ctx.principal(), cubeId, ref));
       return {
         outcome: result.outcome === "renewed" ? RenewOutcome.RENEWED : RenewOutcome.NOT_HOLDER,
         claim: claimToWire(result.claim),
@@ -172,25 +176,25 @@ export function activityHandlers(
 
     async takeOverClaim(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
-      const entryId = requireUuid("entry_id", request.entryId);
+      const ref = entryRef(request);
       const fence = requireFence(request.fence);
-      const result = await runOp(deps, takeOverClaim(deps, await ctx.principal(), cubeId, entryId, fence));
+      const result = await runOp(deps, takeOverClaim(deps, await ctx.principal(), cubeId, ref, fence));
       if (result.outcome === "take_over") wake(cubeId);
       return { outcome: takeOverOutcomeToWire(result.outcome), claim: claimToWire(result.claim) };
     },
 
     async checkFence(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
-      const entryId = requireUuid("entry_id", request.entryId);
+      const ref = entryRef(request);
       const fence = requireFence(request.fence);
-      const result = await checkFence(deps, await ctx.principal(), cubeId, entryId, fence);
+      const result = await checkFence(deps, await ctx.principal(), cubeId, ref, fence);
       return { holds: result.holds, claim: claimToWire(result.claim) };
     },
 
     async listReceipts(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
-      const entryId = requireUuid("entry_id", request.entryId);
-      const receipts = await listReceipts(deps, await ctx.principal(), cubeId, entryId);
+      const ref = entryRef(request);
+      const receipts = await listReceipts(deps, await ctx.principal(), cubeId, ref);
       return { receipts: receipts.map(receiptToWire) };
     },
 

@@ -26,6 +26,7 @@ import { getCube, listCubes } from "../reads/cubes";
 import { dronesSince, listDrones } from "../reads/drones";
 import { listRoles } from "../reads/roles";
 import { MANAGE } from "../rules/access";
+import type { EntryRef } from "../rules/entry";
 import { OffsetPages } from "../rules/paging";
 import { enumValue, name } from "../rules/request";
 import type { SectionOp } from "../rules/sections";
@@ -186,10 +187,12 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
     async dronesSince(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const anchor = request.anchor;
-      let parsed: { time: Date } | { entryId: string };
+      let parsed: { time: Date } | { entry: EntryRef };
       if (anchor.case === "sinceTime") parsed = { time: timestampDate(anchor.value) };
-      else if (anchor.case === "sinceEntryId") parsed = { entryId: requireUuid("since_entry_id", anchor.value) };
-      else throw new InvalidArgumentError("anchor", "set since_time or since_entry_id");
+      else if (anchor.case === "sinceEntryId")
+        parsed = { entry: { field: "since_entry_id", id: requireUuid("since_entry_id", anchor.value) } };
+      else if (anchor.case === "sincePosition") parsed = { entry: { field: "since_position", position: anchor.value } };
+      else throw new InvalidArgumentError("anchor", "set since_time, since_entry_id or since_position");
       return dronesSinceToWire(await dronesSince(deps, await ctx.principal(), cubeId, parsed));
     },
 

@@ -4,10 +4,12 @@
  * Lock order: the ack row (insert) → the acking drone's HELD claims → its receipt → notification
  * marks → the cube row (ACK position) → notices. One transaction.
  */
+
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../deps";
 import type { OpResult } from "../effects";
 import { actorKey, WRITE } from "../rules/access";
+import type { EntryRef } from "../rules/entry";
 import { notificationText } from "../rules/preview";
 import { requireAccess } from "../store/access";
 import { inTransaction } from "../store/prisma";
@@ -33,11 +35,12 @@ export async function ackEntry(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
-  entryId: string,
+  ref: EntryRef,
   quiet = false,
 ): Promise<OpResult<AckResult>> {
   const s = await requireAccess(deps.prisma, principal, cubeId, WRITE, "acking");
-  const entry = await visibleEntry(deps.prisma, s, cubeId, entryId);
+  const entry = await visibleEntry(deps.prisma, s, cubeId, ref);
+  const entryId = entry.id;
   await deps.guard.admit(300);
   const now = deps.clock.now();
   const result = await inTransaction(deps.prisma, async (tx) => {

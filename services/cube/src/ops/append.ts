@@ -25,8 +25,8 @@ import {
   blankEntry,
   countReply,
   insertEntry,
-  liveDroneCount,
   liveHumanSeats,
+  liveRecipients,
   markAnswered,
   threadAuthors,
   visibleEntry,
@@ -48,19 +48,16 @@ export async function appendEntry(
     throw new PermissionDeniedError("this drone's role cannot broadcast");
   if (input.kind !== undefined && pre.taxonomyJson && !taxonomyKinds(pre.taxonomyJson).has(input.kind))
     throw new InvalidArgumentError("kind", "is not one of the cube's taxonomy kinds");
-  const parent = input.replyToEntryId
-    ? await visibleEntry(deps.prisma, pre, cubeId, input.replyToEntryId, "reply_to_entry_id: entry not found")
-    : null;
-  await deps.guard.admit(Buffer.byteLength(input.message) + input.recipientDroneIds.length * 80 + 200);
-  const now = deps.clock.now();
   const label = await labelOf(deps.prisma, principal, pre.drone);
+  const parent = input.replyTo ? await visibleEntry(deps.prisma, pre, cubeId, input.replyTo) : null;
+  const now = deps.clock.now();
   let recipients = input.recipientDroneIds;
-  if (recipients.length > 0) {
-    if ((await liveDroneCount(deps.prisma, cubeId, recipients)) !== recipients.length)
-      throw new InvalidArgumentError("recipient_drone_ids", "every recipient must be a live drone of this cube");
+  if (recipients.length > 0 || input.recipientLabels.length > 0) {
+    recipients = await liveRecipients(deps.prisma, cubeId, recipients, input.recipientLabels);
   } else if (input.visibility === "direct" && input.askHuman) {
     recipients = (await liveHumanSeats(deps.prisma, cubeId, now)).filter((id) => id !== pre.drone?.id);
   }
+  await deps.guard.admit(Buffer.byteLength(input.message) + recipients.length * 80 + 200);
   const row: ActivityRow = {
     ...blankEntry(),
     id: randomUUID(),

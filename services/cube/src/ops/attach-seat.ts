@@ -45,7 +45,14 @@ export interface AttachRequest {
 /** What AttachSeat answers. */
 export type AttachResult =
   | { outcome: "rejected" }
-  | { outcome: "created" | "reused"; drone: DroneRow; session: DroneSession; token?: string };
+  | {
+      outcome: "created" | "reused";
+      drone: DroneRow;
+      session: DroneSession;
+      token?: string;
+      /** The cube's last position when the attach began (a subscription after it misses nothing new). */
+      head: bigint;
+    };
 
 /** Attaches a seat for a client; effects: a reattached drone's cached access is dropped (its role may change). */
 export async function attachSeat(
@@ -56,13 +63,15 @@ export async function attachSeat(
   if (principal.kind !== "client") throw new PermissionDeniedError("only clients attach seats");
   const clientId = principal.subjectId;
   const { cubeId } = request;
-  await requireAccess(deps.prisma, principal, cubeId, READ, "attaching a seat");
+  const { cube } = await requireAccess(deps.prisma, principal, cubeId, READ, "attaching a seat");
+  const head = BigInt(cube.head);
   const role = await resolveRole(deps.prisma, cubeId, request.roleId);
   // Presence answers whether the machine is the caller's (before anything is written).
   if (request.machineId) await deps.machines?.requireOwn(principal, request.machineId);
   const now = deps.clock.now();
   if (request.sessionToken !== undefined) {
-    return { result: await reuseSession(deps, clientId, cubeId, role, request, now), effects: {} };
+    const reused = await reuseSession(deps, clientId, cubeId, role, request, now);
+    return { result: reused.outcome === "rejected" ? reused : { ...reused, head }, effects: {} };
   }
   await deps.guard.admit(request.hostname.length + 600);
   const issued = issueToken("drone");
@@ -97,7 +106,7 @@ export async function attachSeat(
   });
   const view = await droneView(deps.prisma, result.drone, now);
   return {
-    result: { outcome: "created", drone: view, session: result.session, token: issued.token },
+    result: { outcome: "created", drone: view, session: result.session, token: issued.token, head },
     // A reattached drone may have a new role (what it may broadcast and see).
     effects: request.priorDroneId ? { authTags: [authTag.drone(result.drone.id)] } : {},
   };
@@ -110,7 +119,7 @@ async function reuseSession(
   role: Role,
   request: AttachRequest,
   now: Date,
-): Promise<AttachResult> {
+): Promise<AttachResult | { outcome: "reused"; drone: DroneRow; session: DroneSession }> {
   const parsed = parseToken(request.sessionToken ?? "");
   if (parsed?.kind !== "drone") return { outcome: "rejected" };
   const session = await sessionByLookup(deps.prisma, sha256(parsed.lookup));

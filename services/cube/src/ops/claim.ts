@@ -4,9 +4,11 @@
  * Lock order: the claim row (insert, or the released row it takes) → the cube row (CLAIM
  * positions) → notices. One transaction.
  */
+
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../deps";
 import type { OpResult } from "../effects";
+import type { EntryRef } from "../rules/entry";
 import { inTransaction } from "../store/prisma";
 import type { Claim, ItemRow } from "../store/rows";
 import { claimIfFree, currentClaim } from "../tables/claims";
@@ -27,9 +29,10 @@ export async function claimEntry(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
-  entryId: string,
+  ref: EntryRef,
 ): Promise<OpResult<ClaimResult>> {
-  const { s, entry, now, key, holder } = await claimant(deps, principal, cubeId, entryId, "claiming");
+  const { s, entry, now, key, holder } = await claimant(deps, principal, cubeId, ref, "claiming");
+  const entryId = entry.id;
   const result = await inTransaction(deps.prisma, async (tx) => {
     let outcome: ClaimResult["outcome"];
     if (await claimIfFree(tx, cubeId, entryId, holder, now, deps.config.claimLeaseSeconds)) {

@@ -3,10 +3,12 @@
  *
  * Lock order: the claim row → the cube row (RELEASE positions) → notices. One transaction.
  */
+
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../deps";
 import type { OpResult } from "../effects";
 import { actorKey, WRITE } from "../rules/access";
+import type { EntryRef } from "../rules/entry";
 import { requireAccess } from "../store/access";
 import { inTransaction } from "../store/prisma";
 import type { Claim, ItemRow } from "../store/rows";
@@ -27,10 +29,11 @@ export async function releaseClaim(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
-  entryId: string,
+  ref: EntryRef,
 ): Promise<OpResult<ReleaseResult>> {
   const s = await requireAccess(deps.prisma, principal, cubeId, WRITE, "releasing");
-  const entry = await visibleEntry(deps.prisma, s, cubeId, entryId);
+  const entry = await visibleEntry(deps.prisma, s, cubeId, ref);
+  const entryId = entry.id;
   const now = deps.clock.now();
   const result = await inTransaction(deps.prisma, async (tx) => {
     let outcome: ReleaseResult["outcome"];

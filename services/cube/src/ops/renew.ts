@@ -3,10 +3,12 @@
  *
  * Lock order: the claim row. One statement (no transaction).
  */
+
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../deps";
 import type { OpResult } from "../effects";
 import { actorKey, WRITE } from "../rules/access";
+import type { EntryRef } from "../rules/entry";
 import { requireAccess } from "../store/access";
 import type { Claim } from "../store/rows";
 import { currentClaim, renewOne } from "../tables/claims";
@@ -23,10 +25,10 @@ export async function renewClaim(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
-  entryId: string,
+  ref: EntryRef,
 ): Promise<OpResult<RenewResult>> {
   const s = await requireAccess(deps.prisma, principal, cubeId, WRITE, "renewing a claim");
-  await visibleEntry(deps.prisma, s, cubeId, entryId);
+  const { id: entryId } = await visibleEntry(deps.prisma, s, cubeId, ref);
   const now = deps.clock.now();
   const renewed = await renewOne(deps.prisma, entryId, actorKey(principal), now, deps.config.claimLeaseSeconds);
   const result: RenewResult = {

@@ -5,9 +5,11 @@
  * it; the first takes it and every later one reads the moved fence) → the cube row (TAKEOVER
  * positions) → notices. One transaction.
  */
+
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../deps";
 import type { OpResult } from "../effects";
+import type { EntryRef } from "../rules/entry";
 import { type TakeOverDecision, takeOverDecision } from "../rules/lease";
 import { inTransaction } from "../store/prisma";
 import type { Claim } from "../store/rows";
@@ -27,10 +29,11 @@ export async function takeOverClaim(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
-  entryId: string,
+  ref: EntryRef,
   fence: bigint,
 ): Promise<OpResult<TakeOverResult>> {
-  const { s, entry, now, key, holder } = await claimant(deps, principal, cubeId, entryId, "taking over a claim");
+  const { s, entry, now, key, holder } = await claimant(deps, principal, cubeId, ref, "taking over a claim");
+  const entryId = entry.id;
   const machines: string[] = [];
   const result = await inTransaction(deps.prisma, async (tx) => {
     const locked = await lockClaim(tx, entryId);

@@ -4,6 +4,7 @@ import type { Principal } from "@unimatrix/service-kit/auth";
 import { PermissionDeniedError } from "@unimatrix/service-kit/errors";
 import type { CubeDeps } from "../deps";
 import { READ } from "../rules/access";
+import type { EntryRef } from "../rules/entry";
 import { fenceHolds } from "../rules/lease";
 import { requireAccess } from "../store/access";
 import type { Claim, Receipt } from "../store/rows";
@@ -16,11 +17,11 @@ export async function checkFence(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
-  entryId: string,
+  ref: EntryRef,
   fence: bigint,
 ): Promise<{ holds: boolean; claim: Claim | null }> {
   const s = await requireAccess(deps.prisma, principal, cubeId, READ, "checking a fence");
-  await visibleEntry(deps.prisma, s, cubeId, entryId);
+  const { id: entryId } = await visibleEntry(deps.prisma, s, cubeId, ref);
   const now = deps.clock.now();
   const claim = await currentClaim(deps.prisma, entryId);
   const holderLive = claim?.holderDroneId ? await droneLive(deps.prisma, claim.holderDroneId, now) : true;
@@ -35,11 +36,11 @@ export async function listReceipts(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
-  entryId: string,
+  ref: EntryRef,
 ): Promise<(Receipt & { label: string })[]> {
   const s = await requireAccess(deps.prisma, principal, cubeId, READ, "listing receipts");
-  const entry = await visibleEntry(deps.prisma, s, cubeId, entryId);
+  const entry = await visibleEntry(deps.prisma, s, cubeId, ref);
   if (principal.kind === "drone-session" && entry.authorDroneId !== principal.droneId)
     throw new PermissionDeniedError("only the entry's author drone lists its receipts");
-  return receiptsOf(deps.prisma, entryId);
+  return receiptsOf(deps.prisma, entry.id);
 }

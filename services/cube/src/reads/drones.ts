@@ -1,13 +1,13 @@
 /** ListDrones and DronesSince: a cube's seats, as any reader of the cube may list them. */
 
 import type { Principal } from "@unimatrix/service-kit/auth";
-import { NotFoundError } from "@unimatrix/service-kit/errors";
 import type { CubeDeps } from "../deps";
 import { READ } from "../rules/access";
-import { viewerOf, visibleTo } from "../rules/visibility";
+import type { EntryRef } from "../rules/entry";
 import { requireAccess } from "../store/access";
 import type { DroneRow } from "../store/rows";
 import { droneViews } from "../tables/drones";
+import { visibleEntry } from "../tables/entries";
 
 /** A cube's drones, oldest first. Requires READ. */
 export async function listDrones(
@@ -33,17 +33,14 @@ export async function dronesSince(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
-  anchor: { time: Date } | { entryId: string },
+  anchor: { time: Date } | { entry: EntryRef },
 ): Promise<{ drones: DroneRow[]; anchorTime: Date }> {
   const s = await requireAccess(deps.prisma, principal, cubeId, READ, "listing drones");
   let anchorTime: Date;
   let anchorId: string | null = null;
-  if ("entryId" in anchor) {
-    const entry = await deps.prisma.activityItem.findFirst({
-      where: { id: anchor.entryId, cubeId, itemType: "entry" },
-    });
+  if ("entry" in anchor) {
     // An entry the caller cannot see is not found (no createdAt or seen_since oracle), as for ReadThread.
-    if (!entry || !visibleTo(viewerOf(s), entry)) throw new NotFoundError("since_entry_id: entry not found");
+    const entry = await visibleEntry(deps.prisma, s, cubeId, anchor.entry);
     anchorTime = entry.createdAt;
     anchorId = entry.id;
   } else {

@@ -1,11 +1,13 @@
 /** ReadThread and ListQuestions: conversations of the log, as the caller may see them. */
+
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../deps";
 import { READ } from "../rules/access";
-import { requireVisible, viewerOf, visibleTo } from "../rules/visibility";
+import type { EntryRef } from "../rules/entry";
+import { viewerOf, visibleTo } from "../rules/visibility";
 import { requireAccess } from "../store/access";
 import type { ItemRow } from "../store/rows";
-import { entryOf, loadItems } from "../tables/entries";
+import { entryOf, loadItems, visibleEntry } from "../tables/entries";
 
 /** The most replies one ReadThread scans (a thread is a conversation, not a log). */
 const MAX_THREAD_SCAN = 5000;
@@ -24,15 +26,15 @@ export async function readThread(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
-  entryId: string,
+  ref: EntryRef,
   offset: number,
   limit: number,
 ): Promise<ThreadPage> {
   const s = await requireAccess(deps.prisma, principal, cubeId, READ, "reading");
   const viewer = viewerOf(s);
-  const entry = requireVisible(viewer, await entryOf(deps.prisma, cubeId, entryId));
+  const entry = await visibleEntry(deps.prisma, s, cubeId, ref);
   const rootId = entry.threadRootEntryId ?? entry.id;
-  const root = rootId === entry.id ? entry : await entryOf(deps.prisma, cubeId, rootId);
+  const root = rootId === entry.id ? entry : await entryOf(deps.prisma, cubeId, { field: "entry_id", id: rootId });
   const replies = await deps.prisma.activityItem.findMany({
     where: { cubeId, threadRootEntryId: rootId, itemType: "entry" },
     orderBy: { position: "asc" },

@@ -2,9 +2,10 @@
  * Rows of `activity_items` (entries and notifications) and the cube's position counter. Row SQL
  * only: no access checks, no transactions of its own (callers pass a transaction or the pool).
  */
+import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import { type RawQuery, StoreAnomalyError } from "@unimatrix/service-kit/store";
 
-import { MAX_RECIPIENTS } from "../rules/entry";
+import { type EntryRef, MAX_RECIPIENTS } from "../rules/entry";
 import { staleAtFor } from "../rules/lease";
 import { requireVisible, type Viewer, type ViewerFacts, viewerOf, visibleTo } from "../rules/visibility";
 import type { PrismaClient, Tx } from "../store/prisma";
@@ -125,25 +126,58 @@ export async function insertItems(tx: Tx, rows: readonly Prisma.ActivityItemCrea
   await tx.activityItem.createMany({ data: [...rows] });
 }
 
-/** An entry of a cube by id (any visibility: the caller decides), or null. */
-export function entryOf(db: PrismaClient | Tx, cubeId: string, entryId: string): Promise<ActivityRow | null> {
-  return db.activityItem.findFirst({ where: { id: entryId, cubeId, itemType: "entry" } });
+/** An entry of a cube by id or position (any visibility: the caller decides), or null. */
+export function entryOf(db: PrismaClient | Tx, cubeId: string, ref: EntryRef): Promise<ActivityRow | null> {
+  const where = "id" in ref ? { id: ref.id } : { position: ref.position };
+  return db.activityItem.findFirst({ where: { ...where, cubeId, itemType: "entry" } });
 }
 
-/** A visible entry of the cube for a standing's viewer, else NOT_FOUND. */
+/**
+ * A visible entry of the cube for a standing's viewer, else NOT_FOUND (an unseen entry reads as a
+ * missing one): `entry not found` for an id, `<field>: no entry #n visible to you` for a position.
+ */
 export async function visibleEntry(
   db: PrismaClient | Tx,
   s: ViewerFacts,
   cubeId: string,
-  entryId: string,
-  what = "entry not found",
+  ref: EntryRef,
 ): Promise<ActivityRow> {
-  return requireVisible(viewerOf(s), await entryOf(db, cubeId, entryId), what);
+  const missing = "id" in ref ? notFoundText(ref.field) : `${ref.field}: no entry #${ref.position} visible to you`;
+  return requireVisible(viewerOf(s), await entryOf(db, cubeId, ref), missing);
 }
 
-/** How many of `droneIds` are live (not evicted) drones of the cube. */
-export function liveDroneCount(db: PrismaClient | Tx, cubeId: string, droneIds: readonly string[]): Promise<number> {
-  return db.drone.count({ where: { id: { in: [...droneIds] }, cubeId, evictedAt: null } });
+/** What a missing entry named by id reads as (the original texts: AppendEntry's names its field). */
+function notFoundText(field: string): string {
+  return field === "entry_id" ? "entry not found" : `${field}: entry not found`;
+}
+
+/**
+ * The live (not evicted) drones of a cube that `droneIds` and `labels` name, ids first then labels in
+ * the given order, without repeats; INVALID_ARGUMENT naming the field of the first name that is not one.
+ */
+export async function liveRecipients(
+  db: PrismaClient | Tx,
+  cubeId: string,
+  droneIds: readonly string[],
+  labels: readonly string[],
+): Promise<string[]> {
+  const rows = await db.drone.findMany({
+    where: { cubeId, evictedAt: null, OR: [{ id: { in: [...droneIds] } }, { label: { in: [...labels] } }] },
+    select: { id: true, label: true },
+  });
+  const ids = new Set(rows.map((r) => r.id));
+  if (droneIds.some((id) => !ids.has(id)))
+    throw new InvalidArgumentError("recipient_drone_ids", "every recipient must be a live drone of this cube");
+  const byLabel = new Map(rows.map((r) => [r.label, r.id]));
+  const out = [...droneIds];
+  for (const label of labels) {
+    const id = byLabel.get(label);
+    if (id === undefined) throw new InvalidArgumentError("recipient_labels", `no live drone labelled ${label}`);
+    if (!out.includes(id)) out.push(id);
+  }
+  if (out.length > MAX_RECIPIENTS)
+    throw new InvalidArgumentError("recipient_drone_ids", `DIRECT needs 1-${MAX_RECIPIENTS} recipients`);
+  return out;
 }
 
 /** The live human-seat drones of a cube (a human-seat role, not evicted, a live session), oldest first. */

@@ -13,7 +13,7 @@ import {
 /**
  * The compact result format of the MCP tools (pure functions, unit-tested). A model reads the text:
  * one line per entry — `#<position> <author> → <audience> [<kind>]: <message>` — where the position
- * is the entry's place in the cube's order (read from its cursor) and doubles as the reference every
+ * is the entry's place in the cube's order (`Entry.position`) and doubles as the reference every
  * tool taking an entry accepts (`#41`). `structuredContent` carries only the handles a program
  * needs beside that text (position ↔ entry id, notification kind), never the prose a second time.
  */
@@ -38,27 +38,6 @@ export interface ItemData {
 export interface Viewer {
   readonly droneId?: string | undefined;
   readonly labels: ReadonlyMap<string, string>;
-}
-
-const CURSOR_BYTES = 24;
-
-/**
- * The position in the cube's order an activity cursor names (`a` + base64url(cube id, position):
- * the cube service's format, pinned by a test against its encoder); 0 when it is not one.
- */
-export function positionOf(cursor: string): number {
-  if (!cursor.startsWith("a")) return 0;
-  const buf = Buffer.from(cursor.slice(1), "base64url");
-  return buf.length === CURSOR_BYTES ? Number(buf.readBigUInt64BE(16)) : 0;
-}
-
-/** The cursor just before position `n` of `cubeId` (so a one-item read from it starts at `n`). */
-export function cursorBefore(cubeId: string, n: number): string {
-  if (n <= 1) return "";
-  const buf = Buffer.alloc(CURSOR_BYTES);
-  Buffer.from(cubeId.replaceAll("-", ""), "hex").copy(buf, 0);
-  buf.writeBigUInt64BE(BigInt(n - 1), 16);
-  return `a${buf.toString("base64url")}`;
 }
 
 /** Whitespace folded to one space, cut at `max` characters (never ending in a space before the ellipsis). */
@@ -130,7 +109,7 @@ export function claimNote(claim: Claim | undefined, viewer: Viewer): string {
 
 /** The line and handle of one entry. */
 export function renderEntry(entry: Entry, viewer: Viewer, positions?: ReadonlyMap<string, number>): Rendered {
-  const n = positionOf(entry.cursor);
+  const n = Number(entry.position);
   const mine = entry.author?.droneId !== undefined && entry.author.droneId === viewer.droneId && viewer.droneId;
   const from = mine ? "you" : entry.author?.label || "someone";
   const direct = entry.visibility === Visibility.DIRECT;
@@ -157,7 +136,7 @@ function renderNotification(
   viewer: Viewer,
   positions?: ReadonlyMap<string, number>,
 ): Rendered {
-  const n = positionOf(notification.cursor);
+  const n = Number(notification.position);
   const notice = noticeName(notification.kind);
   const actor = notification.actorDroneId
     ? label(viewer, notification.actorDroneId)
@@ -189,7 +168,7 @@ function renderNotification(
 export function renderItems(items: readonly ActivityItem[], viewer: Viewer): Rendered[] {
   const positions = new Map<string, number>();
   for (const item of items) {
-    if (item.item.case === "entry") positions.set(item.item.value.id, positionOf(item.item.value.cursor));
+    if (item.item.case === "entry") positions.set(item.item.value.id, Number(item.item.value.position));
   }
   return items.flatMap((item) => {
     if (item.item.case === "entry") return [renderEntry(item.item.value, viewer, positions)];

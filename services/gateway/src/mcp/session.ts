@@ -171,7 +171,7 @@ export class McpSession {
     const token = reply.outcome === AttachSeatOutcome.REUSED && saved ? saved : reply.sessionToken;
     const seat = { cubeId, roleId: reply.drone.roleId, droneId: reply.drone.id, token };
     const same = current?.cubeId === cubeId && current.droneId === seat.droneId;
-    const cursor = same ? this.#record.cursor : await this.#head(seat, given.signal);
+    const cursor = same ? this.#record.cursor : reply.headCursor || undefined;
     const inbox = same ? this.#record.inbox : undefined;
     this.#record = (await this.deps.sessions.update(this.id, { seat, cursor, inbox })) ?? this.#record;
     return reply;
@@ -198,33 +198,16 @@ export class McpSession {
     const metadata = upstreamMetadata(this.deps.internalKey, principal);
     return { metadata, deadline: this.deps.timeoutMs, ...(signal ? { signal } : {}) };
   }
-
-  /** The drone's current position in the cube (the `ready` cursor of a subscription from the head). */
-  async #head(seat: { cubeId: string; token: string }, signal?: AbortSignal): Promise<string | undefined> {
-    const controller = new AbortController();
-    signal?.addEventListener("abort", () => controller.abort(), { once: true });
-    const { principal } = await this.deps.auth.authenticate(`Bearer ${seat.token}`);
-    const options = { ...this.#options(principal), deadline: this.deps.timeoutMs, signal: controller.signal };
-    try {
-      for await (const { event } of this.upstreams.activity.subscribeActivity({ cubeId: seat.cubeId }, options)) {
-        if (event.case === "ready") return event.value.cursor;
-      }
-      return undefined;
-    } catch (error) {
-      if (controller.signal.aborted) return undefined;
-      // The push starts at the head then; nothing is lost for log_read (the inbox is in the database).
-      this.deps.logger.warn({ err: error }, "mcp seat head lookup failed");
-      return undefined;
-    } finally {
-      controller.abort();
-    }
-  }
 }
 
 /** Contract field names a service error may name, as the tool inputs that carry them. */
 const INPUT_NAMES: Record<string, string> = {
   recipient_drone_ids: "recipients",
+  recipient_labels: "recipients",
   reply_to_entry_id: "reply_to",
+  reply_to_position: "reply_to",
+  entry_position: "entry_id",
+  since_position: "since",
   since_entry_id: "since",
   since_time: "since",
   page_token: "page_token",

@@ -84,6 +84,8 @@ export interface Cube {
   name: string;
   directive?: string;
   taxonomyJson?: string;
+  /** The kinds the cube service reads from the taxonomy. */
+  taxonomyKinds?: string[];
   callerAccess?: string;
   createdAt?: string;
   updatedAt?: string;

@@ -18,7 +18,11 @@ export function cubeManageView(cubeId: string, context: ListContext): View {
   const timer = setInterval(() => void seats.refresh(), 15_000);
 
   const renderSettings = (cube: Cube) => {
-    const { directiveField, taxonomyField, check } = cubeDocumentFields(cube.directive ?? "", cube.taxonomyJson ?? "");
+    const { directiveField, taxonomyField, check } = cubeDocumentFields(
+      cube.directive ?? "",
+      cube.taxonomyJson ?? "",
+      cube.taxonomyKinds ?? [],
+    );
     const errors = new FormErrors([directiveField, taxonomyField]);
     const submit = h("button", { type: "submit", class: "primary" }, "Save directive and taxonomy");
     const saved = h("p", { class: "ok", role: "status" });

@@ -28,25 +28,11 @@ export function taxonomyProblem(text: string): string | undefined {
   return undefined;
 }
 
-/** The message kinds a taxonomy allows, as the cube service reads them (for the hint line). */
-export function taxonomyKinds(text: string): string[] {
-  if (taxonomyProblem(text) !== undefined || text.trim() === "") return [];
-  const parsed = JSON.parse(text) as Record<string, unknown>;
-  const kinds = parsed.kinds;
-  if (Array.isArray(kinds)) {
-    return kinds
-      .map((k) => (typeof k === "string" ? k : (k as { name?: unknown } | null)?.name))
-      .filter((k): k is string => typeof k === "string");
-  }
-  if (kinds && typeof kinds === "object") return Object.keys(kinds);
-  return Object.keys(parsed);
-}
-
 const TAXONOMY_HELP =
   'Optional. A JSON object naming the message kinds drones may tag posts with, e.g. {"kinds": ["status", "blocker", "handoff"]}. Leave empty for none.';
 
 /** The directive and taxonomy fields with live taxonomy checking; used by create and edit. */
-export function cubeDocumentFields(directive = "", taxonomy = "") {
+export function cubeDocumentFields(directive = "", taxonomy = "", savedKinds: readonly string[] = []) {
   const directiveField = field(
     "Directive",
     h("textarea", { name: "directive", rows: 4 }, directive),
@@ -59,15 +45,14 @@ export function cubeDocumentFields(directive = "", taxonomy = "") {
     "taxonomy_json",
     TAXONOMY_HELP,
   );
-  const kinds = h("p", { class: "help kinds", "aria-live": "polite" });
+  // The kinds as the cube service read the saved taxonomy (the contract carries them).
+  const kinds = h("p", { class: "help kinds" }, savedKinds.length > 0 ? `Kinds: ${savedKinds.join(", ")}` : "");
   const check = () => {
     const text = taxonomyField.control.value;
     const problem = taxonomyProblem(text);
     taxonomyField.error.textContent = problem ?? "";
     if (problem) taxonomyField.control.setAttribute("aria-invalid", "true");
     else taxonomyField.control.removeAttribute("aria-invalid");
-    const list = taxonomyKinds(text);
-    kinds.textContent = list.length > 0 ? `Kinds: ${list.join(", ")}` : "";
     return problem;
   };
   taxonomyField.control.addEventListener("input", check);

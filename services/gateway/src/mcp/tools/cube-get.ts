@@ -23,7 +23,7 @@ export const cubeGet = defineTool({
         r.humanSeat && "human seat",
         r.canBroadcast && "broadcasts",
       ].filter(Boolean);
-    const kinds = kindsOf(cube.cube?.taxonomyJson);
+    const kinds = cube.cube?.taxonomyKinds.join(", ");
     const lines = [
       `${cube.cube?.name}: ${cube.cube?.directive || "(no directive)"}`,
       ...(kinds ? [`kinds: ${kinds}`] : []),
@@ -35,16 +35,3 @@ export const cubeGet = defineTool({
     return ok(lines.join("\n"), { roles: roles.roles.map((r) => ({ id: r.id, name: r.name })) });
   },
 });
-
-/** The kinds a taxonomy allows, as one comma list (undefined without a taxonomy). */
-function kindsOf(taxonomy: string | undefined): string | undefined {
-  if (!taxonomy) return undefined;
-  try {
-    const parsed = JSON.parse(taxonomy) as { kinds?: unknown };
-    const given = parsed.kinds;
-    const kinds = Array.isArray(given) ? given : Object.keys(given && typeof given === "object" ? given : parsed);
-    return kinds.map((k) => (typeof k === "string" ? k : ((k as { name?: string }).name ?? ""))).join(", ");
-  } catch {
-    return undefined;
-  }
-}

@@ -1,7 +1,7 @@
 import { RecordDecisionRequestSchema } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { z } from "zod";
 import { contractString } from "../contract-schema";
-import { resolveEntry } from "./refs";
+import { entryFields } from "./refs";
 import { defineTool, entryRef, ok, WRITE } from "./spec";
 
 /** `decision_record`: record a decision, optionally on an entry. */
@@ -17,14 +17,12 @@ export const decisionRecord = defineTool({
   },
   output: { id: z.string() },
   async run(session, input, signal) {
-    const entryId =
-      input.entry_id !== undefined ? await resolveEntry(session, input.entry_id, "entry_id", signal) : undefined;
     const reply = await session.upstreams.activity.recordDecision(
       {
         cubeId: session.cubeId(),
         title: input.title,
         rationale: input.rationale ?? "",
-        ...(entryId !== undefined ? { entryId } : {}),
+        ...(input.entry_id !== undefined ? entryFields(input.entry_id) : {}),
       },
       await session.asActor(signal),
     );

@@ -19,7 +19,7 @@ export const dronesList = defineTool({
     const cubeId = session.cubeFor(input.cube_id);
     let drones: Drone[];
     if (input.since !== undefined) {
-      const anchor = await sinceAnchor(session, input.since, input.cube_id, signal);
+      const anchor = sinceAnchor(session, input.since, input.cube_id);
       drones = (
         await session.upstreams.cube.dronesSince({ cubeId, anchor }, await session.asFor(input.cube_id, signal))
       ).drones;

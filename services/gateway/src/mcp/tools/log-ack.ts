@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { resolveEntry } from "./refs";
+import { entryFields } from "./refs";
 import { defineTool, entryRef, IDEMPOTENT, ok } from "./spec";
 
 /** `log_ack`: acknowledge an entry (its author is told unless quiet). */
@@ -11,9 +11,8 @@ export const logAck = defineTool({
   input: { entry_id: entryRef, quiet: z.boolean().optional().describe("Do not notify the author") },
   output: { acked: z.boolean() },
   async run(session, input, signal) {
-    const entryId = await resolveEntry(session, input.entry_id, "entry_id", signal);
     const reply = await session.upstreams.activity.ackEntry(
-      { cubeId: session.cubeId(), entryId, quiet: input.quiet === true },
+      { cubeId: session.cubeId(), ...entryFields(input.entry_id), quiet: input.quiet === true },
       await session.asActor(signal),
     );
     return ok(reply.newlyAcked ? "acked" : "already acked", { acked: reply.newlyAcked });

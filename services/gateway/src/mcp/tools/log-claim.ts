@@ -7,7 +7,7 @@ import {
 import { ClaimState, type Entry } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { z } from "zod";
 import { claimNote, type Viewer } from "../format";
-import { resolveEntry } from "./refs";
+import { entryFields } from "./refs";
 import { defineTool, entryRef, IDEMPOTENT, ok } from "./spec";
 
 /** `log_claim`: claim an entry (a fenced lease), renew or release it, or take over a stale one. */
@@ -24,8 +24,7 @@ export const logClaim = defineTool({
   },
   output: { outcome: z.string(), fence: z.number().optional(), holder_drone_id: z.string().optional() },
   async run(session, input, signal) {
-    const entryId = await resolveEntry(session, input.entry_id, "entry_id", signal);
-    const target = { cubeId: session.cubeId(), entryId };
+    const target = { cubeId: session.cubeId(), ...entryFields(input.entry_id) };
     const viewer: Viewer = { droneId: session.record.seat?.droneId, labels: new Map() };
     // `release: true` is the original input (kept: an old caller must never claim by mistake).
     const action = input.action ?? (input.release ? "release" : "claim");

@@ -3,8 +3,7 @@ import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { maxItems } from "@unimatrix/service-kit/grpc";
 import { z } from "zod";
 import { contractString } from "../contract-schema";
-import { positionOf } from "../format";
-import { resolveEntry, resolveRecipients } from "./refs";
+import { recipientFields, replyFields } from "./refs";
 import { defineTool, entryRef, ok, WRITE } from "./spec";
 
 /** `log_post`: say something to all, or to recipients given by label or id. */
@@ -30,23 +29,20 @@ export const logPost = defineTool({
     const seat = session.requireSeat();
     // A question with no recipients goes to the cube's human seats (DIRECT without recipients).
     const direct = (input.recipients?.length ?? 0) > 0 || input.ask_human === true;
-    const recipients = input.recipients?.length ? await resolveRecipients(session, input.recipients, signal) : [];
-    const replyTo =
-      input.reply_to !== undefined ? await resolveEntry(session, input.reply_to, "reply_to", signal) : undefined;
     const reply = await session.upstreams.activity.appendEntry(
       {
         cubeId: seat.cubeId,
         message: input.message,
         visibility: direct ? Visibility.DIRECT : Visibility.BROADCAST,
-        recipientDroneIds: recipients,
+        ...recipientFields(input.recipients ?? []),
         ...(input.kind !== undefined ? { kind: input.kind } : {}),
-        ...(replyTo !== undefined ? { replyToEntryId: replyTo } : {}),
+        ...replyFields(input.reply_to),
         ...(input.expects_reply !== undefined ? { expectsReply: input.expects_reply } : {}),
         ...(input.ask_human ? { askHuman: true } : {}),
       },
       await session.asActor(signal),
     );
-    const n = positionOf(reply.entry?.cursor ?? "");
+    const n = Number(reply.entry?.position ?? 0n);
     return ok(`posted #${n}`, { n, id: reply.entry?.id ?? "" });
   },
 });

@@ -1,8 +1,8 @@
 import type { ActivityItem } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { z } from "zod";
-import { positionOf, renderEntry } from "../format";
+import { renderEntry } from "../format";
 import type { McpSession } from "../session";
-import { resolveEntry } from "./refs";
+import { entryFields } from "./refs";
 import { itemsResult, unreadResult, viewerFor } from "./render";
 import { defineTool, entryRef, items, ok, pageSize, WRITE } from "./spec";
 
@@ -41,15 +41,14 @@ export const logRead = defineTool({
 
 /** `log_read` with `thread`: the root and its replies, one line each (ReadThread marks them read). */
 async function threadResult(session: McpSession, ref: string, pageSize: number | undefined, signal: AbortSignal) {
-  const entryId = await resolveEntry(session, ref, "thread", signal);
   const reply = await session.upstreams.activity.readThread(
-    { cubeId: session.cubeId(), entryId, pageSize: pageSize ?? 0 },
+    { cubeId: session.cubeId(), ...entryFields(ref), pageSize: pageSize ?? 0 },
     await session.asActor(signal),
   );
   const entries = [...(reply.root ? [reply.root] : []), ...reply.replies];
   const list = entries.map((value) => ({ item: { case: "entry" as const, value } }) as ActivityItem);
   const viewer = await viewerFor(session, list, signal);
-  const positions = new Map(entries.map((e) => [e.id, positionOf(e.cursor)]));
+  const positions = new Map(entries.map((e) => [e.id, Number(e.position)]));
   const rendered = entries.map((e) => renderEntry(e, viewer, positions));
   const lines = [
     `thread of #${rendered[0]?.data.n ?? "?"}: ${reply.replies.length} repl(ies)`,

@@ -1,7 +1,7 @@
 import { DeliveryChannel } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { z } from "zod";
 import { secondsTime } from "../format";
-import { resolveEntry } from "./refs";
+import { entryFields } from "./refs";
 import { defineTool, entryRef, ok, READ } from "./spec";
 
 /** `receipts`: per recipient of the seat's entry, delivered, read and acked. */
@@ -17,9 +17,8 @@ export const receipts = defineTool({
     ),
   },
   async run(session, input, signal) {
-    const entryId = await resolveEntry(session, input.entry_id, "entry_id", signal);
     const reply = await session.upstreams.activity.listReceipts(
-      { cubeId: session.cubeId(), entryId },
+      { cubeId: session.cubeId(), ...entryFields(input.entry_id) },
       await session.asActor(signal),
     );
     const when = (what: string, at: Parameters<typeof secondsTime>[0]) =>
