@@ -147,12 +147,12 @@ export function activityHandlers(
 
     async readThread(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
-      const ref = entryRef(request);
       const size = pageSize("page_size", request.pageSize);
       const principal = await ctx.principal();
       const filter = { cubeId, entryId: request.entryId, entryPosition: String(request.entryPosition) };
       const binding = { caller: credentialKey(principal), filter };
       const offset = threadPages.offset(request.pageToken, binding);
+      const ref = entryRef(request);
       const thread = await readThread(deps, principal, cubeId, ref, offset, size);
       const read = [...(thread.root ? [thread.root] : []), ...thread.replies.slice(0, size)];
       await runOp(deps, noteRead(deps, principal, read));
