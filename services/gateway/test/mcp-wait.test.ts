@@ -108,6 +108,32 @@ describe("gateway: MCP log_wait (the pull path)", () => {
     }
   }, 120_000);
 
+  it("waits for a direct past a backlog of broadcasts on a fresh seat, leaving the backlog unread until then", async () => {
+    const waiter = await pullOnlyHost(system.url, acme.clients[0]!.token);
+    const poster = await pullOnlyHost(system.url, acme.clients[1]!.token);
+    try {
+      // A new seat whose inbox position this session has never learned (no read before the wait).
+      const seat = await waiter.tool("seat_attach", { cube_id: acme.cubeId });
+      const label = seat.structuredContent!.label as string;
+      await poster.text("seat_attach", { cube_id: acme.cubeId });
+      await poster.text("log_post", { message: "backlog one" });
+      await poster.text("log_post", { message: "backlog two" });
+      const listening = await waitEvents(system.metricsUrl, "listening");
+      let settled = false;
+      const waiting = waiter.text("log_wait", { timeout_s: 40, only: "direct" }).finally(() => {
+        settled = true;
+      });
+      // The wait looked at the backlog, took nothing, and follows the cube now.
+      await waitEventAfter(system.metricsUrl, "listening", listening);
+      expect(settled).toBe(false);
+      await poster.text("log_post", { message: "finally for you", recipients: [label] });
+      const got = messages(await waiting);
+      expect(got.slice(-3)).toEqual(["backlog one", "backlog two", "finally for you"]);
+    } finally {
+      await Promise.all([waiter.close(), poster.close()]);
+    }
+  }, 120_000);
+
   it("never misses an entry: a host ignoring notifications, waiting on alternating gateway replicas, gets every post exactly once and in order", async () => {
     const token = acme.clients[2]!.token;
     const onA = await pullOnlyHost(system.url, token);

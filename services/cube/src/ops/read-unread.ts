@@ -1,5 +1,5 @@
 /**
- * ReadUnread: what a drone may see since its inbox position; advances the position.
+ * ReadUnread: what a drone may see since its inbox position; advances the position (not when peeking).
  *
  * Lock order: the drone row (`FOR UPDATE`: concurrent unread reads of one drone queue, so each
  * item is returned once). One transaction.
@@ -16,12 +16,13 @@ import { inTransaction } from "../store/prisma";
 import { advanceInbox, lockInbox } from "../tables/drones";
 import { type ItemPage, loadItems, scanVisible } from "../tables/entries";
 
-/** What a drone may see since its inbox position, advancing the position past it. No effects. */
+/** What a drone may see since its inbox position, advancing the position past it unless `peek`. No effects. */
 export async function readUnread(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
   limit: number,
+  peek = false,
 ): Promise<OpResult<ItemPage>> {
   if (principal.kind !== "drone-session") {
     throw new FailedPreconditionError("only drone sessions have an inbox");
@@ -30,7 +31,7 @@ export async function readUnread(
   const result = await inTransaction(deps.prisma, async (tx) => {
     const after = await lockInbox(tx, principal.droneId);
     const page = await scanVisible(tx, cubeId, after, viewerOf(s), limit);
-    if (page.last !== after) await advanceInbox(tx, principal.droneId, page.last);
+    if (!peek && page.last !== after) await advanceInbox(tx, principal.droneId, page.last);
     return { items: await loadItems(tx, page.rows), after, last: page.last, hasMore: page.hasMore };
   });
   return { result, effects: {} };

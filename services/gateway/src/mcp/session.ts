@@ -120,6 +120,20 @@ export class McpSession {
     return { items, cursor, hasMore };
   }
 
+  /**
+   * A look at the drone's inbox without taking anything (`ReadUnread` with `peek`): the items past
+   * the inbox position, without the drone's own, and the cursor the look ended at.
+   */
+  async peekUnread(signal?: AbortSignal): Promise<UnreadPage> {
+    const seat = this.requireSeat();
+    const reply = await this.upstreams.activity.readUnread(
+      { cubeId: seat.cubeId, pageSize: 500, peek: true },
+      await this.asActor(signal),
+    );
+    const items = reply.items.filter((item) => !isOwn(item, seat.droneId));
+    return { items, cursor: reply.cursor, hasMore: reply.hasMore };
+  }
+
   /** As the drone for the seat's own cube; as the bearer for another cube the tool names. */
   asFor(cubeId: string | undefined, signal?: AbortSignal) {
     return cubeId === undefined || cubeId === this.#record.seat?.cubeId ? this.asActor(signal) : this.asCaller(signal);

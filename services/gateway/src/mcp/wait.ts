@@ -72,7 +72,8 @@ const sleep = (ms: number, signal: AbortSignal) =>
  * `SubscribeActivity` from exactly that position, so an entry committed at any moment after the
  * read — on any replica — wakes it. With a filter the inbox is not read first (that would consume
  * what the filter leaves for later): the subscription starts at the inbox position the session
- * last learned, and on a wake the whole inbox is read and returned. When the drone's stream cap is
+ * last learned (or, when it has learned none, past a look at the inbox that takes nothing), and on
+ * a wake the whole inbox is read and returned. When the drone's stream cap is
  * reached the wait polls `ReadActivity` from the same position instead.
  */
 export async function waitForUnread(
@@ -84,7 +85,13 @@ export async function waitForUnread(
   const seat = session.requireSeat();
   const filtered = filter.direct === true || filter.threadRootId !== undefined;
   let from = filtered ? session.record.inbox : undefined;
-  if (from === undefined) {
+  if (from === undefined && filtered) {
+    // Look at what waits without taking it: what the filter does not want stays unread for later.
+    const backlog = await session.peekUnread(signal);
+    if (backlog.items.some((item) => wakes(item, seat.droneId, filter))) return session.readUnread(undefined, signal);
+    // The rest of a long backlog arrives first on the subscription from there.
+    from = backlog.cursor;
+  } else if (from === undefined) {
     const page = await session.readUnread(undefined, signal);
     if (page.items.length > 0) return page;
     from = page.cursor;
