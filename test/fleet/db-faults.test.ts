@@ -15,13 +15,16 @@ import { readLog } from "./harness/truth";
 
 /**
  * Database faults under load (issue 29, deliverable 1), on a Postgres cluster of the suite's own:
- * a real cube process serves appends from a few stock grpc-js clients, a SubscribeActivity stream
- * held open and one reopened at its cursor every HOP_MS, while the suite (a) terminates every backend of the service's database, (b) restarts the
- * cluster with `-m immediate` and keeps it down a few seconds, (c) holds it read-only a few seconds
+ * real cube, device, presence and gateway processes (one each, no Redis) serve appends from three
+ * stock grpc-js clients straight to cube and one Connect JSON client through the gateway, a
+ * SubscribeActivity stream held open and one reopened at its cursor every HOP_MS, while the suite
+ * (a) terminates every backend of the services' database, (b) restarts the cluster with
+ * `-m immediate` and keeps it down a few seconds, (c) holds it read-only a few seconds
  * (`default_transaction_read_only`, as a failover's first moment). Every failed call must answer
- * UNAVAILABLE (never INTERNAL), the process must reconnect by itself, its health must say
- * NOT_SERVING while the database is down and SERVING after, and every acknowledged append must be
- * in the log and on the resumed stream exactly once, in order.
+ * UNAVAILABLE (Connect: `unavailable`, 503; never INTERNAL), the processes must reconnect by
+ * themselves, cube's health must say NOT_SERVING and the gateway's /readyz 503 while the database is
+ * down or read-only and SERVING / 200 after, and every acknowledged append must be in the log and on
+ * both streams exactly once, in order.
  */
 
 /** How long each outage (the restart, the read-only moment) lasts at least. */
@@ -52,6 +55,10 @@ describe("fleet: database restart, terminated backends and a read-only moment un
   let cluster: PgCluster | undefined;
   let skipped: string | undefined;
   let cube: FleetProcess;
+  let gateway: FleetProcess;
+  const processes: FleetProcess[] = [];
+  /** The gateway's /readyz answers (HTTP status), each change with its time. */
+  const readyz: { at: number; status: string }[] = [];
   const acked: Acked[] = [];
   const failures: Failure[] = [];
   const stalls: string[] = [];
@@ -84,22 +91,45 @@ describe("fleet: database restart, terminated backends and a read-only moment un
     await cluster.sql(`CREATE DATABASE ${DATABASE}`);
     const runDir = join(tmpdir(), `unimatrix-${cluster.name}`);
     mkdirSync(runDir, { recursive: true });
-    cube = new FleetProcess(
-      "cube-1",
-      "cube",
+    const common = {
+      DATABASE_URL: cluster.url(DATABASE),
+      UMX_INTERNAL_KEY: TEST_INTERNAL_KEY,
+      UMX_OPERATOR_TOKEN: FLEET_OPERATOR_TOKEN,
+      UMX_BIND_HOST: "127.0.0.1",
+      UMX_DB_PROBE_MS: String(PROBE_MS),
+      LOG_LEVEL: "warn",
+      UMX_SHUTDOWN_GRACE_MS: "2000",
+    };
+    cube = new FleetProcess("cube-1", "cube", common, runDir);
+    const device = new FleetProcess("device-1", "device", common, runDir);
+    processes.push(cube, device);
+    await Promise.all([cube.start(), device.start()]);
+    await Promise.all([cube.waitReady(), device.waitReady()]);
+    const presence = new FleetProcess(
+      "presence-1",
+      "presence",
+      { ...common, PRESENCE_CUBE_ADDRESS: cube.address },
+      runDir,
+    );
+    processes.push(presence);
+    await presence.start();
+    await presence.waitReady();
+    gateway = new FleetProcess(
+      "gateway-1",
+      "gateway",
       {
-        DATABASE_URL: cluster.url(DATABASE),
-        UMX_INTERNAL_KEY: TEST_INTERNAL_KEY,
-        UMX_OPERATOR_TOKEN: FLEET_OPERATOR_TOKEN,
-        UMX_BIND_HOST: "127.0.0.1",
-        UMX_DB_PROBE_MS: String(PROBE_MS),
-        LOG_LEVEL: "warn",
-        UMX_SHUTDOWN_GRACE_MS: "2000",
+        ...common,
+        DATABASE_URL: "",
+        CUBE_ADDRESS: cube.address,
+        DEVICE_ADDRESS: device.address,
+        PRESENCE_ADDRESS: presence.address,
+        GATEWAY_RATE_LIMIT_PER_SECOND: "0",
       },
       runDir,
     );
-    await cube.start();
-    await cube.waitReady();
+    processes.push(gateway);
+    await gateway.start();
+    await gateway.waitReady();
     const seeded = await seedTenant(
       { grpc: cube.address },
       { operatorToken: FLEET_OPERATOR_TOKEN, tenant: "dbfaults", cube: { name: "faults" }, clients: ["writer"] },
@@ -166,6 +196,44 @@ describe("fleet: database restart, terminated backends and a read-only moment un
         }
       }
     };
+    /** Appends through the gateway as any script does (Connect JSON); a failure is recorded by its Connect code. */
+    const connectAppender = async () => {
+      for (let n = 1; !signal.aborted; n++) {
+        const message = `c-${n}`;
+        try {
+          const response = await fetch(`http://${gateway.address}/unimatrix.cube.v1.ActivityService/AppendEntry`, {
+            method: "POST",
+            headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+            body: JSON.stringify({ cubeId, message, visibility: "VISIBILITY_BROADCAST" }),
+            signal: AbortSignal.timeout(10_000),
+          });
+          const body = (await response.json()) as { entry?: { id: string }; code?: string; message?: string };
+          if (response.status === 200 && body.entry)
+            acked.push({ id: body.entry.id, message, surface: "connect", at: Date.now() });
+          else {
+            const code = `${(body.code ?? "none").toUpperCase()} (HTTP ${response.status})`;
+            failures.push({ at: Date.now(), what: "Connect AppendEntry", code, detail: body.message ?? "" });
+            await pause(100, signal);
+          }
+        } catch (error) {
+          failures.push({ at: Date.now(), what: "Connect AppendEntry", code: "network", detail: String(error) });
+          await pause(100, signal);
+        }
+        await pause(20, signal);
+      }
+    };
+    const watchReadyz = async () => {
+      while (!signal.aborted) {
+        const seen = await fetch(`http://${gateway.address}/readyz`, { signal: AbortSignal.timeout(2_000) })
+          .then(async (answer) => {
+            await answer.body?.cancel();
+            return String(answer.status);
+          })
+          .catch((error: Error) => `error ${error.name}`);
+        if (readyz.at(-1)?.status !== seen) readyz.push({ at: Date.now(), status: seen });
+        await pause(100, signal);
+      }
+    };
     const watchHealth = async () => {
       while (!signal.aborted) {
         const seen = await healthClient
@@ -176,7 +244,12 @@ describe("fleet: database restart, terminated backends and a read-only moment un
         await pause(100, signal);
       }
     };
-    const load = [...Array.from({ length: APPENDERS }, (_, i) => appender(i + 1)), watchHealth()];
+    const load = [
+      ...Array.from({ length: APPENDERS }, (_, i) => appender(i + 1)),
+      connectAppender(),
+      watchHealth(),
+      watchReadyz(),
+    ];
     const following = [follow(streams[0]!), follow(streams[1]!, HOP_MS)];
 
     await progress(30, "warm-up");
@@ -244,6 +317,7 @@ describe("fleet: database restart, terminated backends and a read-only moment un
     process.stderr.write(
       `[db-faults] acked ${acked.length}, log ${log.length}, ${streams.map((r) => `${r.name}: ${r.delivered.length} (opened ${r.opens}x, ${r.breaks.length} breaks)`).join(", ")}; failed calls by fault and code ${JSON.stringify(counts)}\n` +
         `[db-faults] health: ${health.map((h) => `${h.status} ${since(h.at)}`).join(", ")}\n` +
+        `[db-faults] /readyz: ${readyz.map((h) => `${h.status} ${since(h.at)}`).join(", ")}\n` +
         `[db-faults] marks: ${Object.entries(marks)
           .map(([k, v]) => `${k} ${since(v)}`)
           .join(", ")}\n`,
@@ -251,7 +325,7 @@ describe("fleet: database restart, terminated backends and a read-only moment un
   }, 240_000);
 
   afterAll(async () => {
-    await cube?.stop(5_000);
+    await Promise.all(processes.reverse().map((p) => p.stop(5_000)));
     await cluster?.drop();
   }, 60_000);
 
@@ -266,7 +340,8 @@ describe("fleet: database restart, terminated backends and a read-only moment un
   it(
     "every failed call answered UNAVAILABLE (never INTERNAL), and the faults did fail some",
     unlessSkipped(() => {
-      const notUnavailable = failures.filter((f) => f.code !== "UNAVAILABLE");
+      // gRPC's UNAVAILABLE, or Connect's `unavailable` (HTTP 503) through the gateway.
+      const notUnavailable = failures.filter((f) => f.code !== "UNAVAILABLE" && f.code !== "UNAVAILABLE (HTTP 503)");
       expect(notUnavailable.map((f) => `${since(f.at)} ${f.what} ${f.code}: ${f.detail}`)).toEqual([]);
       expect(failures.length).toBeGreaterThan(0);
     }),
@@ -276,13 +351,16 @@ describe("fleet: database restart, terminated backends and a read-only moment un
     "the service reconnected by itself: load went on after every fault with no restart",
     unlessSkipped(() => {
       expect(stalls).toEqual([]);
-      expect({ running: cube.running, starts: cube.starts }).toEqual({ running: true, starts: 1 });
+      expect(processes.map((p) => [p.name, p.running, p.starts])).toEqual(processes.map((p) => [p.name, true, 1]));
+      expect(new Set(acked.filter((a) => a.at > (marks.writable ?? 0)).map((a) => a.surface))).toEqual(
+        new Set(["grpc", "connect"]),
+      );
       expect(acked.filter((a) => a.at > (marks.writable ?? 0)).length).toBeGreaterThan(0);
     }),
   );
 
   it(
-    "health said NOT_SERVING while the database was down and SERVING after it came back",
+    "health said NOT_SERVING (and /readyz 503) while the database was down, SERVING (200) after it came back",
     unlessSkipped(() => {
       const during = health.filter((h) => h.at > marks.stop! && h.at < marks.start!);
       expect(during.map((h) => h.status)).toContain("NOT_SERVING");
@@ -290,14 +368,20 @@ describe("fleet: database restart, terminated backends and a read-only moment un
       const back = health.filter((h) => h.at > marks.start! && h.at < marks.readOnly!);
       expect(back.at(-1)?.status).toBe("SERVING");
       expect(health.at(-1)?.status).toBe("SERVING");
+      // The gateway's /readyz asks the services' health: not ready meanwhile, ready after.
+      expect(readyz.filter((h) => h.at > marks.stop! && h.at < marks.start!).map((h) => h.status)).toContain("503");
+      expect(readyz.filter((h) => h.at > marks.start! && h.at < marks.readOnly!).at(-1)?.status).toBe("200");
+      expect(readyz.at(-1)?.status).toBe("200");
     }),
   );
 
   it(
-    "health said NOT_SERVING while the database was read-only",
+    "health said NOT_SERVING (and /readyz 503) while the database was read-only",
     unlessSkipped(() => {
       const during = health.filter((h) => h.at > marks.readOnly! && h.at < marks.writable!);
       expect(during.map((h) => h.status)).toContain("NOT_SERVING");
+      const notReady = readyz.filter((h) => h.at > marks.readOnly! && h.at < marks.writable!);
+      expect(notReady.map((h) => h.status)).toContain("503");
     }),
   );
 
