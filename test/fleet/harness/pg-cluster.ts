@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { accessSync, constants, readdirSync } from "node:fs";
 import { createServer } from "node:net";
 import { promisify } from "node:util";
 import pg from "pg";
@@ -27,6 +27,24 @@ function installedVersion(): string | undefined {
 }
 
 /**
+ * Why this machine cannot make a cluster of its own (no Postgres server packages, no
+ * postgresql-common, no write access to its directories: root or the `postgres` user can), or
+ * undefined when it can. Checked before a suite starts, so that it is skipped rather than failed.
+ */
+export function clusterUnavailable(): string | undefined {
+  const version = installedVersion();
+  if (!version) return "no Postgres server under /usr/lib/postgresql";
+  for (const dir of [`/etc/postgresql/${version}`, `/var/lib/postgresql/${version}`, "/usr/bin/pg_createcluster"]) {
+    try {
+      accessSync(dir, dir.startsWith("/usr/bin") ? constants.X_OK : constants.W_OK);
+    } catch {
+      return `${dir} is missing or not ${dir.startsWith("/usr/bin") ? "executable" : "writable"} (pg_createcluster needs root or the postgres user)`;
+    }
+  }
+  return undefined;
+}
+
+/**
  * A Postgres cluster of a test's own (`pg_createcluster` on a free port, trust auth), so that it can
  * be stopped, restarted and made read-only without touching the shared server on 5432.
  * `create()` answers why not when the machine cannot make one (no postgresql-common, no permission).
@@ -38,23 +56,19 @@ export class PgCluster {
     readonly port: number,
   ) {}
 
-  /** Creates and starts a cluster, or answers why it cannot (the test skips with that reason). */
-  static async create(label: string): Promise<PgCluster | string> {
+  /** Creates and starts a cluster (`clusterUnavailable()` says beforehand whether it can). */
+  static async create(label: string): Promise<PgCluster> {
     const version = installedVersion();
-    if (!version) return "no Postgres server under /usr/lib/postgresql";
+    if (!version) throw new Error("no Postgres server under /usr/lib/postgresql");
     const name = `umx_${label}_${process.pid}_${Math.floor(Math.random() * 1e6)}`;
     const port = await freePort();
-    try {
-      await run("pg_createcluster", [version, name, "-p", String(port), "--", "--auth=trust"]);
-    } catch (error) {
-      return `pg_createcluster ${version} failed: ${(error as Error).message.split("\n")[0]}`;
-    }
+    await run("pg_createcluster", [version, name, "-p", String(port), "--", "--auth=trust"]);
     const cluster = new PgCluster(version, name, port);
     try {
       await cluster.start();
     } catch (error) {
       await cluster.drop();
-      return `the new cluster did not start: ${(error as Error).message.split("\n")[0]}`;
+      throw error;
     }
     return cluster;
   }
