@@ -214,6 +214,7 @@ describe("operating it: metrics, access lines and trace ids", () => {
     expect(stands).toMatch(/^unimatrix_bus_publish_failures_total\{service="cube"\} 0$/m);
     expect(stands).toMatch(/^unimatrix_bus_reconnects_total\{service="cube"\} 0$/m);
     expect(stands).toMatch(/^unimatrix_bus_up\{service="cube"\} 1$/m);
+    expect(stands).toMatch(/^unimatrix_db_up\{service="cube"\} 1$/m);
     expect(stands).toMatch(/^unimatrix_feed_listeners\{service="cube"\} 0$/m);
     expect(stands).toMatch(/^unimatrix_feed_backlog_items\{service="cube"\} 0$/m);
     const presence = await scrape(up.ports.presence!.metrics);

@@ -124,8 +124,10 @@ describe("what the production shape renders", () => {
   test("the gRPC services are probed over gRPC health; the gateway over /healthz and /readyz", () => {
     for (const [service, port] of Object.entries({ cube: 7001, device: 7002, presence: 7003 })) {
       const c = container(docs, service);
-      for (const probe of ["startupProbe", "livenessProbe", "readinessProbe"])
-        expect(get(c, `${probe}.grpc`)).toEqual({ port });
+      // Alive whatever the database does (no restart in an outage); ready only while it serves.
+      for (const probe of ["startupProbe", "livenessProbe"])
+        expect(get(c, `${probe}.grpc`)).toEqual({ port, service: "liveness" });
+      expect(get(c, "readinessProbe.grpc")).toEqual({ port });
     }
     expect(get(container(docs, "gateway"), "readinessProbe.httpGet.path")).toBe("/readyz");
   });

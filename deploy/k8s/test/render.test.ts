@@ -74,8 +74,10 @@ describe("rendering", () => {
         { name: "grpc", containerPort: port, protocol: "TCP" },
         { name: "metrics", containerPort: port + 2100, protocol: "TCP" },
       ]);
-      for (const probe of ["startupProbe", "livenessProbe", "readinessProbe"])
-        expect(get(c, `${probe}.grpc`)).toEqual({ port });
+      // Alive whatever the database does (no restart in an outage); ready only while it serves.
+      for (const probe of ["startupProbe", "livenessProbe"])
+        expect(get(c, `${probe}.grpc`)).toEqual({ port, service: "liveness" });
+      expect(get(c, "readinessProbe.grpc")).toEqual({ port });
       expect(get(deployment, "spec.replicas")).toBe(2);
       // preStop 2 s + ceil((drain delay 5000 + grace 10000) / 1000) + margin 5.
       expect(get(deployment, "spec.template.spec.terminationGracePeriodSeconds")).toBe(22);
@@ -127,6 +129,7 @@ describe("rendering", () => {
       UMX_BIND_HOST: "0.0.0.0",
       UMX_BUS_PREFIX: "umx",
       UMX_DATA_DIR: "./data",
+      UMX_DB_PROBE_MS: "2000",
       UMX_DRAIN_DELAY_MS: "5000",
       UMX_GRPC_MAX_CONNECTION_AGE_MS: "300000",
       UMX_SHUTDOWN_GRACE_MS: "10000",

@@ -1,3 +1,4 @@
+import { LIVENESS_SERVICE } from "@unimatrix/service-kit/grpc";
 import {
   blank,
   blockErrors,
@@ -143,6 +144,12 @@ describe("what the manifests say", () => {
     for (const probe of ["startupProbe", "livenessProbe", "readinessProbe"]) {
       expect(get(container, `${probe}.grpc.port`)).toBe("x");
     }
+    // Startup and liveness ask the kit's LIVENESS_SERVICE; readiness the server's "" (follows the database).
+    expect([get(container, "startupProbe.grpc.service"), get(container, "livenessProbe.grpc.service")]).toEqual([
+      LIVENESS_SERVICE,
+      LIVENESS_SERVICE,
+    ]);
+    expect(get(container, "readinessProbe.grpc.service")).toBeUndefined();
     // The gateway arm (dropped by the blanking) probes /healthz and /readyz.
     const text = files.get("deployment.yaml")!;
     expect(text.match(/path: \/healthz/g)).toHaveLength(2);

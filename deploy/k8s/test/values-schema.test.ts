@@ -46,6 +46,7 @@ describe("values.schema.json", () => {
     ["config.env.UMX_SHUTDOWN_GRACE_MS", 1.5, "/config/env/UMX_SHUTDOWN_GRACE_MS"],
     ["config.env.UMX_DRAIN_DELAY_MS", -1, "/config/env/UMX_DRAIN_DELAY_MS"],
     ["config.env.UMX_GRPC_MAX_CONNECTION_AGE_MS", "5m", "/config/env/UMX_GRPC_MAX_CONNECTION_AGE_MS"],
+    ["config.env.UMX_DB_PROBE_MS", -1, "/config/env/UMX_DB_PROBE_MS"],
     ["config.env.UMX_BUS_PREFIX", "has spaces", "/config/env/UMX_BUS_PREFIX"],
     ["config.env.DATABASE_URL", "postgres://in/the/configmap", "/config/env"],
     ["config.env.CUBE_PORT", 9000, "/config/env"],

@@ -98,6 +98,12 @@ export const commonEnv = {
     z.coerce.number().int().min(0),
     "5000",
   ),
+  dbProbeMs: envVar(
+    "UMX_DB_PROBE_MS",
+    "How often (ms) a service on Postgres checks its database on a connection of its own; while the check fails or finds it read-only, health answers NOT_SERVING (and the gateway's /readyz not ready), SERVING again after the first check that passes (0 = never).",
+    z.coerce.number().int().min(0),
+    "2000",
+  ),
   grpcMaxConnectionAgeMs: envVar(
     "UMX_GRPC_MAX_CONNECTION_AGE_MS",
     "Age after which a service sends a client connection GOAWAY, so clients re-resolve and reach new replicas (0 = never). Streams open on it go on until they end or the replica drains.",

@@ -11,7 +11,7 @@ import type { CallObservation, CallObserver } from "../observe/calls";
 import { TRACEPARENT_HEADER } from "../observe/trace";
 import type { Authenticate, CallContext, ServiceImpl } from "./call";
 import { serviceDefinition } from "./definition";
-import { HealthRegistry, healthImpl } from "./health";
+import { HealthRegistry, healthImpl, LIVENESS_SERVICE } from "./health";
 import { reflectionImpl } from "./reflection";
 import { withRequestRules } from "./request-rules";
 import { toCallStatus } from "./status";
@@ -93,6 +93,7 @@ export class GrpcHost {
       this.#handlers(ReflectionService, reflectionImpl([...this.#services, HealthService])),
     );
     this.health.set("", "SERVING");
+    this.health.set(LIVENESS_SERVICE, "SERVING");
     const address = host.includes(":") && !host.startsWith("[") ? `[${host}]:${port}` : `${host}:${port}`;
     return new Promise((resolve, reject) => {
       this.#server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, bound) =>

@@ -1,6 +1,7 @@
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import { DomainError, StoreAnomalyError } from "../errors";
+import { isDatabaseUnavailable } from "../store/unavailable";
 import { isOutOfRange, isTransactionTimeout, isUniqueViolation } from "../store/unique";
 
 /** A caller-facing status: a gRPC code (Connect uses the same numbers) and a message safe to show. */
@@ -39,6 +40,8 @@ function connectStatus(error: unknown): Status | undefined {
  * - an uncaught unique violation is ALREADY_EXISTS, a value out of range for its column
  *   INVALID_ARGUMENT (the contract's ranges are the first line), a Prisma transaction timeout UNAVAILABLE,
  *   a `StoreAnomalyError` ABORTED (each retryable or final, never INTERNAL);
+ * - a database that cannot serve now (unreachable, restarting, connection dropped, read-only, out of
+ *   connections: `isDatabaseUnavailable`) is UNAVAILABLE, whichever surface the call came through;
  * - anything else is INTERNAL with a generic message.
  * With a logger, what the caller does not see (anomalies, INTERNAL causes) is logged.
  */
@@ -60,8 +63,20 @@ export function toStatus(error: unknown, logger?: Logger, method?: string): Stat
     logger?.warn({ err: error, method }, "transaction timed out");
     return { code: status.UNAVAILABLE, message: "the store is busy; retry" };
   }
+  if (isDatabaseUnavailable(error)) {
+    // Debug only: an outage fails every call (the readiness probe logs it once, the access log counts them).
+    logger?.debug({ method, reason: reasonOf(error) }, "database unavailable; caller told to retry");
+    return { code: status.UNAVAILABLE, message: "the database is unavailable; retry" };
+  }
   logger?.error({ err: error, method }, "unhandled error in handler");
   return { code: status.INTERNAL, message: "internal error" };
+}
+
+/** The last non-empty line of an error's message: the cause (Prisma's begin with the invocation and its source). */
+function reasonOf(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const lines = message.split("\n").filter((line) => line.trim() !== "");
+  return lines.at(-1) ?? message;
 }
 
 /** `toStatus` in the shape grpc-js's callbacks and stream errors take. */

@@ -10,6 +10,7 @@ import { type MetricsServer, ServiceMetrics, serveMetrics } from "../observe/met
 import { startTracing } from "../observe/tracing";
 import { type Database, openDatabase } from "../store/database";
 import { migrateDatabase } from "../store/migrations";
+import { watchDatabase } from "./db-readiness";
 import type { Background, CommonConfig, ServiceDeps } from "./deps";
 import { resolveInternalKey } from "./secrets";
 
@@ -128,7 +129,12 @@ export async function bootService(
       await booted.close();
       throw error;
     }
-    const timers = booted.background.map((job) => schedule(job, logger));
+    // Readiness follows the database (Postgres only: PGlite is in-process).
+    const probe =
+      database.kind === "postgres"
+        ? [watchDatabase(database, host.health, { everyMs: config.dbProbeMs, logger, metrics })]
+        : [];
+    const timers = [...booted.background, ...probe].map((job) => schedule(job, logger));
     logger.info(
       { port, metricsPort: metricsServer?.port, store: database.kind, bus: config.redisUrl ? "redis" : "in-process" },
       `${name} listening`,

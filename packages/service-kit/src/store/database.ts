@@ -6,6 +6,7 @@ import { PrismaPGlite } from "pglite-prisma-adapter";
 import { inSpan } from "../observe/trace";
 import { openEmbeddedStore } from "./embedded";
 import { pgClientSession, type SqlSession } from "./sql";
+import { isDatabaseUnavailable } from "./unavailable";
 
 /**
  * A CLIENT span around one raw statement (the hot paths that bypass Prisma, whose own
@@ -44,6 +45,12 @@ export interface Database {
   openSession(): Promise<SqlSession>;
   /** Runs one parameterized statement on the pool, no ORM (hot paths where Prisma's per-query cost dominates). */
   query<R>(text: string, values: readonly unknown[]): Promise<R[]>;
+  /**
+   * Checks that the database can serve writes now: resolves, or rejects with why not (unreachable,
+   * connection lost, read-only). Postgres: one statement on a connection of its own (a busy pool is
+   * not an outage), reopened once when it was lost; PGlite is in-process and always resolves.
+   */
+  probe(timeoutMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -55,6 +62,9 @@ export interface PoolStats {
 }
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** Longest a new Postgres connection may take before the call that needed it fails (UNAVAILABLE). */
+const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * The PGlite Prisma adapter with the schema named the way `PrismaPg`'s `schema` option names it:
@@ -84,11 +94,27 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
 function openPostgres(url: string, schema: string, poolSize: number): Database {
   if (!SCHEMA_NAME.test(schema)) throw new Error(`invalid schema name ${JSON.stringify(schema)}`);
   // search_path makes raw SQL see the same tables that Prisma addresses through `schema`.
-  const config: pg.PoolConfig = { connectionString: url, max: poolSize, options: `-c search_path=${schema}` };
+  const config: pg.PoolConfig = {
+    connectionString: url,
+    max: poolSize,
+    options: `-c search_path=${schema}`,
+    // Names the service's connections in pg_stat_activity (what to watch, or terminate, per service).
+    application_name: schema,
+    // A server that does not answer (a failover in progress) fails a connect instead of hanging the call.
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    keepAlive: true,
+  };
   const pool = new pg.Pool(config);
   pool.on("error", () => {
-    // An idle client lost its connection; the pool replaces it. Queries report their own errors.
+    // An idle client lost its connection (terminated backend, restart): the pool has already dropped
+    // it and opens a new one on demand. Without this listener the event would crash the process.
   });
+  let prober: pg.Client | undefined;
+  const dropProber = () => {
+    const broken = prober;
+    prober = undefined;
+    void broken?.end().catch(() => {});
+  };
   return {
     kind: "postgres",
     schema,
@@ -97,12 +123,36 @@ function openPostgres(url: string, schema: string, poolSize: number): Database {
     query<R>(text: string, values: readonly unknown[]) {
       return querySpan(text, async () => (await pool.query(text, values as unknown[])).rows as R[]);
     },
+    async probe(timeoutMs: number) {
+      for (let attempt = 1; ; attempt++) {
+        const reused = prober !== undefined;
+        try {
+          if (!prober) {
+            const client = new pg.Client({ ...config, connectionTimeoutMillis: timeoutMs, query_timeout: timeoutMs });
+            client.on("error", () => {}); // a lost connection fails the next probe, which reopens it
+            prober = client;
+            await client.connect();
+          }
+          const { rows } = await prober.query<{ read_only: string }>(
+            "SELECT current_setting('transaction_read_only') AS read_only",
+          );
+          if (rows[0]?.read_only === "on") throw new Error("the database is read-only");
+          return;
+        } catch (error) {
+          dropProber();
+          // A connection that was fine before and broke since (its backend terminated) is not an outage: retry once.
+          if (!reused || attempt > 1 || !isDatabaseUnavailable(error)) throw error;
+        }
+      }
+    },
     async openSession() {
       const client = new pg.Client(config);
+      client.on("error", () => {}); // a lost connection fails the session's next query instead of the process
       await client.connect();
       return pgClientSession(client);
     },
     async close() {
+      dropProber();
       await pool.end();
     },
   };
@@ -123,6 +173,7 @@ async function openPglite(dataDir: string, schema: string): Promise<Database> {
     async openSession() {
       return store.session();
     },
+    probe: async () => {},
     close: () => store.close(),
   };
 }

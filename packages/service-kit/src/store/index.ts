@@ -5,4 +5,5 @@ export { EMBEDDED_STORE_DIR, formerEmbeddedStores, prepareEmbeddedTemplate } fro
 export * from "./migrations";
 export * from "./sql";
 export * from "./transaction";
+export * from "./unavailable";
 export * from "./unique";
