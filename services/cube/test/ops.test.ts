@@ -23,6 +23,7 @@ import { noteRead } from "../src/ops/note-read";
 import { readUnread } from "../src/ops/read-unread";
 import { releaseClaim } from "../src/ops/release";
 import { renewClaim } from "../src/ops/renew";
+import { replyToEntry } from "../src/ops/reply";
 import { setSeatState } from "../src/ops/seat-state";
 import { takeOverClaim } from "../src/ops/take-over";
 import { resolveToken } from "../src/reads/credentials";
@@ -126,25 +127,21 @@ describe("ops: each write path returns its result and the effects to publish aft
     expect(direct.result.row.position).toBe(posted.result.row.position + 1n);
   });
 
-  test("append (reply): the thread author on a machine gets a REPLY whose notice rings its machine", async () => {
+  test("reply: the thread author on a machine gets a REPLY whose notice rings its machine", async () => {
     const w = await world();
     const root = await appendEntry(deps, w.onMachine.principal, w.cubeId, broadcast("question?"));
-    const reply = await appendEntry(
-      deps,
-      w.a.principal,
-      w.cubeId,
-      broadcast("answer", { replyTo: byId(root.result.row.id) }),
-    );
+    const reply = await replyToEntry(deps, w.a.principal, w.cubeId, {
+      ...broadcast("answer"),
+      replyTo: byId(root.result.row.id),
+    });
     expect(reply.result.row.threadRootEntryId).toBe(root.result.row.id);
     expect(reply.effects).toEqual({ activity: [w.cubeId], noticeMachines: [w.machineId] });
     // A reply to an entry that is not there is NOT_FOUND naming the field, and changes nothing.
     await expect(
-      appendEntry(
-        deps,
-        w.a.principal,
-        w.cubeId,
-        broadcast("x", { replyTo: { field: "reply_to_entry_id", id: randomUUID() } }),
-      ),
+      replyToEntry(deps, w.a.principal, w.cubeId, {
+        ...broadcast("x"),
+        replyTo: { field: "reply_to_entry_id", id: randomUUID() },
+      }),
     ).rejects.toThrow(NotFoundError);
   });
 

@@ -27,6 +27,7 @@ import { readUnread } from "../ops/read-unread";
 import { recordDecision } from "../ops/record-decision";
 import { releaseClaim } from "../ops/release";
 import { renewClaim } from "../ops/renew";
+import { replyToEntry } from "../ops/reply";
 import { takeOverClaim } from "../ops/take-over";
 import { readActivity } from "../reads/activity";
 import { checkFence, listReceipts } from "../reads/claims";
@@ -54,7 +55,12 @@ export function activityHandlers(
     async appendEntry(request, ctx) {
       const cubeId = requireUuid("cube_id", request.cubeId);
       const input = checkEntry(request);
-      const entry = await runOp(deps, appendEntry(deps, await ctx.principal(), cubeId, input));
+      const principal = await ctx.principal();
+      const { replyTo } = input;
+      const op = replyTo
+        ? replyToEntry(deps, principal, cubeId, { ...input, replyTo })
+        : appendEntry(deps, principal, cubeId, input);
+      const entry = await runOp(deps, op);
       wake(cubeId);
       return { entry: entryToWire(entry) };
     },

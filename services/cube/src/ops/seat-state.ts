@@ -4,12 +4,14 @@
  * Lock order: the drone row (`FOR UPDATE`) → then as the append: the drone's HELD claims → the
  * cube row (the position). One transaction.
  */
+
 import { randomUUID } from "node:crypto";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import { FailedPreconditionError } from "@unimatrix/service-kit/errors";
 import type { CubeDeps } from "../deps";
 import type { OpResult } from "../effects";
 import { authorPrincipalId, READ } from "../rules/access";
+import { staleAtFor } from "../rules/lease";
 import { isSeatChange, type SeatStateName, seatStateMessage } from "../rules/seat";
 import { requireAccess } from "../store/access";
 import { inTransaction } from "../store/prisma";
@@ -63,7 +65,7 @@ export async function setSeatState(
       seatState: state,
       seatStateNote: note,
     };
-    row.position = (await insertEntry(tx, row, [], deps.config.claimLeaseSeconds)).position;
+    row.position = (await insertEntry(tx, row, [], staleAtFor(now, deps.config.claimLeaseSeconds))).position;
     return { drone, entry: { row, state: NO_REACTIONS } as ItemRow };
   });
   const view = await droneView(deps.prisma, result.drone, now);

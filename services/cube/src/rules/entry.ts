@@ -1,7 +1,8 @@
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
+import { InvalidArgumentError, PermissionDeniedError } from "@unimatrix/service-kit/errors";
 import { optionalUuid, requireUuid } from "@unimatrix/service-kit/rules";
 import { charLength, name } from "./request";
+import { taxonomyKinds } from "./taxonomy";
 
 /** The most recipients of one DIRECT entry. */
 export const MAX_RECIPIENTS = 100;
@@ -105,4 +106,18 @@ export function optionalEntryRef(
   if (id !== undefined) return { field: byId.field, id };
   if (byPosition.position > 0n) return { field: byPosition.field, position: byPosition.position };
   return undefined;
+}
+
+/**
+ * Whether the poster may post this entry: a drone whose role cannot broadcast may not broadcast
+ * (PERMISSION_DENIED); a kind must be one of the cube's taxonomy kinds (INVALID_ARGUMENT naming `kind`).
+ */
+export function checkPoster(
+  poster: { readonly drone?: { readonly canBroadcast: boolean }; readonly taxonomyJson: string | null },
+  entry: NewEntry,
+): void {
+  if (entry.visibility === "broadcast" && poster.drone && !poster.drone.canBroadcast)
+    throw new PermissionDeniedError("this drone's role cannot broadcast");
+  if (entry.kind !== undefined && poster.taxonomyJson && !taxonomyKinds(poster.taxonomyJson).has(entry.kind))
+    throw new InvalidArgumentError("kind", "is not one of the cube's taxonomy kinds");
 }

@@ -2,11 +2,11 @@
  * Rows of `activity_items` (entries and notifications) and the cube's position counter. Row SQL
  * only: no access checks, no transactions of its own (callers pass a transaction or the pool).
  */
+import { randomUUID } from "node:crypto";
 import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import { type RawQuery, StoreAnomalyError } from "@unimatrix/service-kit/store";
 
-import { type EntryRef, MAX_RECIPIENTS } from "../rules/entry";
-import { staleAtFor } from "../rules/lease";
+import { type EntryRef, MAX_RECIPIENTS, type NewEntry } from "../rules/entry";
 import { requireVisible, type Viewer, type ViewerFacts, viewerOf, visibleTo } from "../rules/visibility";
 import type { PrismaClient, Tx } from "../store/prisma";
 import { type ActivityRow, type EntryState, type ItemRow, NO_REACTIONS, type Prisma } from "../store/rows";
@@ -42,6 +42,35 @@ export function blankEntry(): ActivityRow {
   };
 }
 
+/** The row a new post becomes (its position is taken by `insertEntry`). */
+export function postRow(
+  cubeId: string,
+  author: { principalId: string; kind: string; droneId: string | undefined; label: string },
+  entry: NewEntry,
+  recipients: readonly string[],
+  parent: ActivityRow | null,
+  now: Date,
+): ActivityRow {
+  return {
+    ...blankEntry(),
+    id: randomUUID(),
+    cubeId,
+    createdAt: now,
+    authorDroneId: author.droneId ?? null,
+    authorPrincipalId: author.principalId,
+    authorPrincipalKind: author.kind,
+    authorLabel: author.label,
+    message: entry.message,
+    visibility: entry.visibility,
+    recipientDroneIds: [...recipients],
+    kind: entry.kind ?? null,
+    replyToEntryId: parent?.id ?? null,
+    threadRootEntryId: parent ? (parent.threadRootEntryId ?? parent.id) : null,
+    expectsReply: entry.expectsReply,
+    question: entry.askHuman,
+  };
+}
+
 /** What `insertEntry` wrote: the entry's position and the machines notices were queued for. */
 export interface InsertedEntry {
   readonly position: bigint;
@@ -61,10 +90,10 @@ export async function insertEntry(
   db: RawQuery,
   row: ActivityRow,
   receiptDroneIds: readonly string[],
-  leaseSeconds: number,
+  /** The author's held claims renew to this instant (rules/lease `staleAtFor`). */
+  due: Date,
 ): Promise<InsertedEntry> {
   const now = row.createdAt;
-  const due = staleAtFor(now, leaseSeconds);
   const nudge = row.visibility === "direct" && row.expectsReply;
   const [inserted] = await db.$queryRaw<{ position: bigint | string; machines: string[] | null }[]>`
     WITH touch AS (
@@ -152,15 +181,23 @@ function notFoundText(field: string): string {
 }
 
 /**
- * The live (not evicted) drones of a cube that `droneIds` and `labels` name, ids first then labels in
- * the given order, without repeats; INVALID_ARGUMENT naming the field of the first name that is not one.
+ * Who a new entry is addressed to: the live (not evicted) drones its ids and labels name — ids
+ * first, then labels in the given order, without repeats; INVALID_ARGUMENT naming the field of the
+ * first name that is none — or, for a question to the humans without names, the cube's live
+ * human seats but its author; none for a broadcast.
  */
-export async function liveRecipients(
+export async function addressees(
   db: PrismaClient | Tx,
   cubeId: string,
-  droneIds: readonly string[],
-  labels: readonly string[],
+  entry: Pick<NewEntry, "visibility" | "recipientDroneIds" | "recipientLabels" | "askHuman">,
+  now: Date,
+  authorDroneId: string | undefined,
 ): Promise<string[]> {
+  const { recipientDroneIds: droneIds, recipientLabels: labels } = entry;
+  if (droneIds.length === 0 && labels.length === 0) {
+    if (entry.visibility !== "direct" || !entry.askHuman) return [];
+    return (await liveHumanSeats(db, cubeId, now)).filter((id) => id !== authorDroneId);
+  }
   const rows = await db.drone.findMany({
     where: { cubeId, evictedAt: null, OR: [{ id: { in: [...droneIds] } }, { label: { in: [...labels] } }] },
     select: { id: true, label: true },
@@ -181,7 +218,7 @@ export async function liveRecipients(
 }
 
 /** The live human-seat drones of a cube (a human-seat role, not evicted, a live session), oldest first. */
-export async function liveHumanSeats(db: PrismaClient | Tx, cubeId: string, now: Date): Promise<string[]> {
+async function liveHumanSeats(db: PrismaClient | Tx, cubeId: string, now: Date): Promise<string[]> {
   const rows = await db.$queryRaw<{ id: string }[]>`
     SELECT d.id::text FROM drones d JOIN roles r ON r.id = d.role_id AND r.human_seat
     WHERE d.cube_id = ${cubeId}::uuid AND d.evicted_at IS NULL
