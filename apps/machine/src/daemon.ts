@@ -187,7 +187,7 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
     onNotice: (notice) => {
       const outcome = spool.add(notice);
       if (outcome === "handed") link.confirm(notice.id);
-      log("notice", { id: notice.id, droneId: notice.droneId, outcome });
+      log("notice", { id: notice.id, entryId: notice.entryId, droneId: notice.droneId, outcome });
     },
   });
 

@@ -97,6 +97,11 @@ describe("unimatrix machine run + unimatrix hook: notices from presence into a C
     const stranger = await runUnimatrix(["hook", "post-tool-use", "--door", door], hookInput("PostToolUse", "other"));
     expect(stranger).toMatchObject({ code: 0, stdout: "" });
     expect(await status(door)).toMatchObject({ linked: true, pending: 0, handed: 1, sessions: 1 });
+
+    // SessionEnd: the daemon forgets the session; a later hook of it (with no token) gets nothing.
+    const end = await runUnimatrix(["hook", "session-end", "--door", door], hookInput("SessionEnd", "s-acme"), env);
+    expect(end).toMatchObject({ code: 0, stdout: "", stderr: "" });
+    expect(await status(door)).toMatchObject({ sessions: 0 });
   });
 
   it("Stop blocks once for a pending direct (never while stop_hook_active), and the item is not shown again", async () => {

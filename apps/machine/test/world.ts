@@ -48,6 +48,8 @@ export class DaemonProcess {
   readonly events: DaemonEvent[] = [];
   stderr = "";
   exitCode: number | null = null;
+  /** False once the process has exited (by any means, a signal included). */
+  running = true;
   readonly exited: Promise<number | null>;
   readonly child: ChildProcess;
 
@@ -69,6 +71,7 @@ export class DaemonProcess {
     this.exited = new Promise((resolve) =>
       this.child.once("exit", (code) => {
         this.exitCode = code;
+        this.running = false;
         resolve(code);
       }),
     );
@@ -82,7 +85,7 @@ export class DaemonProcess {
   /** Waits until `count` events named `name` were logged. */
   async waitFor(name: string, count = 1, timeoutMs = 20_000): Promise<DaemonEvent> {
     await eventually(
-      () => this.named(name).length >= count || this.exitCode !== null,
+      () => this.named(name).length >= count || !this.running,
       `${count} × ${name} (daemon stderr: ${this.stderr})`,
       timeoutMs,
     );
@@ -97,7 +100,7 @@ export class DaemonProcess {
   }
 
   terminate(): Promise<number | null> {
-    if (this.exitCode === null) this.child.kill("SIGTERM");
+    if (this.running) this.child.kill("SIGTERM");
     return this.exited;
   }
 }
@@ -139,6 +142,7 @@ export class World {
   cubes!: TypedClient<typeof CubeService>;
   activity!: TypedClient<typeof ActivityService>;
   sql!: pg.Pool;
+  presenceSql!: pg.Pool;
 
   async start(): Promise<void> {
     const config = testConfig({ busPrefix: this.busPrefix, operatorToken: OPERATOR });
@@ -151,6 +155,11 @@ export class World {
       connectionString: this.cubeSchema.url,
       max: 2,
       options: `-c search_path=${this.cubeSchema.schema}`,
+    });
+    this.presenceSql = new pg.Pool({
+      connectionString: this.presenceSchema.url,
+      max: 2,
+      options: `-c search_path=${this.presenceSchema.schema}`,
     });
   }
 
@@ -257,6 +266,7 @@ export class World {
     this.activity?.close();
     await this.cube?.stop();
     await this.sql?.end();
+    await this.presenceSql?.end();
     await this.cubeSchema.drop();
     await this.presenceSchema.drop();
   }
