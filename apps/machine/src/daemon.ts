@@ -2,7 +2,7 @@ import type { Server, Socket } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import type { BackoffOptions } from "./backoff";
 import { openDoor, type ProbeResult } from "./door";
-import { cubeResolver, type DroneResolver, declaredResolver } from "./drones";
+import { cubeResolver, type DroneResolver, declaredResolver, NOT_A_DRONE_TOKEN } from "./drones";
 import { type LinkEnd, PresenceLink } from "./link";
 import type { DoorItem, DoorStatus } from "./protocol";
 import { type SessionRecord, Spool } from "./spool";
@@ -27,6 +27,11 @@ export interface DaemonOptions {
   readonly sleep?: (ms: number) => Promise<void>;
   readonly probe?: (path: string) => Promise<ProbeResult>;
   readonly now?: () => number;
+  /**
+   * How old a session's last token check may be before a hook that carries the token has it
+   * checked again (ms; default 60 s): a revoked token is found within this bound.
+   */
+  readonly reverifyMs?: number;
   /** One structured line per event (linked, notice, handed, …). */
   readonly log?: (event: string, fields?: Record<string, unknown>) => void;
 }
@@ -53,6 +58,12 @@ const str = (value: unknown, field: string, max = 512): string => {
     throw new Error(`${field} must be a non-empty string of at most ${max} characters`);
   return value;
 };
+/** True when the resolver says the token itself is no good (revoked, expired, not a drone's). */
+function isDeadToken(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return code === grpc.status.UNAUTHENTICATED || (error as Error).message === NOT_A_DRONE_TOKEN;
+}
+
 const optionalStr = (value: unknown, field: string): string | undefined =>
   value === undefined || value === null || value === "" ? undefined : str(value, field, 4096);
 
@@ -72,12 +83,16 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
   /** Notice ids offered on an open connection and not yet handed. */
   const reserved = new Map<Socket, Set<string>>();
   const isReserved = (id: string) => [...reserved.values()].some((ids) => ids.has(id));
+  /** When each session's token was last checked (in memory: a restarted daemon checks again). */
+  const verified = new Map<string, number>();
+  const reverifyMs = options.reverifyMs ?? 60_000;
 
   async function introduce(request: Record<string, unknown>, token: string): Promise<SessionRecord> {
     const harness = str(request.harness, "harness", 64);
     const session = str(request.session, "session");
     const drone = await resolver.resolve(token, optionalStr(request.droneId, "droneId"));
     const record: SessionRecord = { harness, session, ...drone };
+    verified.set(`${harness}:${session}`, now());
     const known = spool.session(harness, session);
     if (known?.droneId !== record.droneId || known.expiresAt !== record.expiresAt) spool.putSession(record);
     log("session", { harness, session, droneId: record.droneId });
@@ -105,7 +120,23 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
         const session = str(request.session, "session");
         let record = liveSession(harness, session);
         const token = optionalStr(request.droneToken, "droneToken");
-        if (!record && token) record = await introduce(request, token);
+        const checkedAt = verified.get(`${harness}:${session}`);
+        if (token && (!record || checkedAt === undefined || now() - checkedAt >= reverifyMs)) {
+          try {
+            record = await introduce(request, token);
+          } catch (error) {
+            if (isDeadToken(error)) {
+              // The drone's token died: forget the session; its items wait for a live one.
+              spool.forgetSession(harness, session);
+              verified.delete(`${harness}:${session}`);
+              log("session_token_dead", { harness, session });
+              return { ok: true, items: [], unknownSession: true };
+            }
+            // Cube unreachable: a known session keeps working on what was checked before.
+            if (!record) throw error;
+            log("session_check_failed", { harness, session, error: (error as Error).message });
+          }
+        }
         if (!record) return { ok: true, items: [], unknownSession: true };
         const items: DoorItem[] = spool
           .pendingFor(record.droneId)

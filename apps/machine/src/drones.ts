@@ -18,6 +18,9 @@ export interface DroneResolver {
   close(): void;
 }
 
+/** The resolvers' refusal of a token that names no drone session. */
+export const NOT_A_DRONE_TOKEN = "the token is not a drone session token";
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
@@ -29,8 +32,7 @@ export function cubeResolver(target: string, credentials?: grpc.ChannelCredentia
   return {
     async resolve(droneToken) {
       const { principal } = await client.authenticate({ token: droneToken }, { deadline: 5_000 });
-      if (principal?.kind !== PrincipalKind.DRONE_SESSION || !principal.droneId)
-        throw new Error("the token is not a drone session token");
+      if (principal?.kind !== PrincipalKind.DRONE_SESSION || !principal.droneId) throw new Error(NOT_A_DRONE_TOKEN);
       return {
         droneId: principal.droneId,
         cubeId: principal.cubeId,
@@ -49,7 +51,7 @@ export function cubeResolver(target: string, credentials?: grpc.ChannelCredentia
 export function declaredResolver(): DroneResolver {
   return {
     async resolve(droneToken, declaredDroneId) {
-      if (!droneToken.startsWith("umx_drone_")) throw new Error("the token is not a drone session token");
+      if (!droneToken.startsWith("umx_drone_")) throw new Error(NOT_A_DRONE_TOKEN);
       if (!declaredDroneId || !UUID.test(declaredDroneId))
         throw new Error("no cube target is configured: the session must declare its drone id (UNIMATRIX_DRONE_ID)");
       return { droneId: declaredDroneId, cubeId: "", expiresAt: 0 };

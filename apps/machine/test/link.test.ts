@@ -5,7 +5,7 @@ import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { type LinkRequest, LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { type Daemon, type DaemonOptions, runDaemon, tlsCredentials } from "@unimatrix/machine";
+import { type Daemon, type DaemonOptions, DoorClient, runDaemon, tlsCredentials } from "@unimatrix/machine";
 import { createClient, serviceDefinition } from "@unimatrix/service-kit/grpc";
 import { asPrincipal, TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
 import { DaemonProcess, eventually, World } from "./world";
@@ -130,6 +130,39 @@ describe("the daemon's link: backoff through its seams, the ends it does not ret
     world.daemons.push(cli);
     expect(await cli.exited).toBe(3);
     expect(cli.stderr).toMatch(/presence ended the link \(unauthenticated\); not retrying/);
+  });
+
+  it("a session whose drone token dies (its client revoked) is forgotten at its next hook; its items stay in the spool", async () => {
+    const t = await world.team("soylent");
+    const paths1 = paths();
+    const d = await new InProcess().start({
+      token: readFileSync(t.tokenFile, "utf8").trim(),
+      presenceTarget: `127.0.0.1:${world.replicas[0]!.port}`,
+      cubeTarget: `127.0.0.1:${world.cube.port}`,
+      ...paths1,
+      reverifyMs: 0,
+    });
+    running.push(d);
+    await eventually(() => d.count("linked") === 1, "linked");
+    const who = { harness: "claude-code", session: "s-soylent" };
+    const door = await DoorClient.connect(paths1.doorPath);
+    try {
+      expect(await door.request({ op: "hello", ...who, droneToken: t.droneToken })).toMatchObject({
+        droneId: t.recipient,
+      });
+      await t.direct("are you still there?");
+      await eventually(() => d.count("notice") === 1, "the notice spooled");
+      await t.revokeAgents(); // the author's and the recipient's sessions die with their client
+      expect(await door.request({ op: "take", ...who, droneToken: t.droneToken })).toEqual({
+        ok: true,
+        items: [],
+        unknownSession: true,
+      });
+    } finally {
+      door.close();
+    }
+    expect(d.count("session_token_dead")).toBe(1);
+    expect(d.daemon.status()).toMatchObject({ sessions: 0, pending: 1 });
   });
 
   it("with --tls/--ca-file the link is TLS, verified against the given CA; a plaintext daemon cannot link to a TLS endpoint", async () => {

@@ -202,6 +202,7 @@ export class World {
     const tokenFile = join(this.dir, `${name}.token`);
     writeFileSync(tokenFile, `${registered.token}\n`, { mode: 0o600 });
     const activity = this.activity;
+    const identity = this.identity;
     const sql = this.sql;
     return {
       machineId,
@@ -210,6 +211,10 @@ export class World {
       recipient: recipient.drone?.id as string,
       /** The recipient's drone session token (what its host has in UNIMATRIX_DRONE_TOKEN). */
       droneToken: recipient.sessionToken,
+      /** Revokes the agents' client: every drone session it opened dies with it. */
+      async revokeAgents(): Promise<void> {
+        await identity.revokeClient({ clientId: client.client?.id as string }, user);
+      },
       /** Posts a DIRECT entry from the author to the recipient; returns the entry id. */
       async direct(message: string): Promise<string> {
         const { entry } = await activity.appendEntry(
