@@ -102,6 +102,25 @@ describe("unimatrix machine run + unimatrix hook: notices from presence into a C
     const end = await runUnimatrix(["hook", "session-end", "--door", door], hookInput("SessionEnd", "s-acme"), env);
     expect(end).toMatchObject({ code: 0, stdout: "", stderr: "" });
     expect(await status(door)).toMatchObject({ sessions: 0 });
+
+    // A new session of the same drone starts while an item waits: SessionStart's stdout (plain
+    // lines, which Claude Code adds to the context) carries it, once.
+    const later = await t.direct("welcome back: the deploy is yours");
+    await eventually(async () => (await status(door)).pending === 1, "the item waiting");
+    const next = await runUnimatrix(
+      ["hook", "session-start", "--door", door],
+      hookInput("SessionStart", "s-acme-2", { source: "resume" }),
+      env,
+    );
+    expect(next.code).toBe(0);
+    expect(next.stdout).toMatch(/^\[DIRECT\] worker-\d+: welcome back: the deploy is yours\n$/);
+    await eventually(async () => (await t.receipt(later))?.deliveredAt !== undefined, "delivered", 20_000);
+    const quiet = await runUnimatrix(
+      ["hook", "user-prompt-submit", "--door", door],
+      hookInput("UserPromptSubmit", "s-acme-2", { prompt: "hi" }),
+      env,
+    );
+    expect(quiet).toMatchObject({ code: 0, stdout: "" });
   });
 
   it("Stop blocks once for a pending direct (never while stop_hook_active), and the item is not shown again", async () => {
