@@ -3,8 +3,10 @@
 // is timed in-process (`runHook`: connect, take, print, handed) with nothing waiting
 // (`hook.p99_ms.idle`) and with one DIRECT waiting (`hook.p99_ms.pending`); the whole command as a
 // spawned process (node start-up included) is reported beside it (`hook.p50_ms.process`). Its
-// floor: one bare connect + request line + answer line on a Unix socket in the same run.
+// floors: one bare connect + request line + answer line on a Unix socket, and `node -e 0`, in the
+// same run.
 // Target (issue 28): p99 ≤ 20 ms. Needs the local Postgres and Redis.
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -99,6 +101,13 @@ async function main(): Promise<void> {
       spawned.push(performance.now() - started);
     }
     const bare = await floor();
+    // The process floor: Node starting and exiting with nothing to do.
+    const nodeOnly: number[] = [];
+    for (let i = 0; i < PROCESS_RUNS; i += 1) {
+      const started = performance.now();
+      execFileSync(process.execPath, ["-e", "0"]);
+      nodeOnly.push(performance.now() - started);
+    }
 
     const row = (name: string, s: number[]) =>
       `${name.padEnd(34)} p50 ${pct(s, 50).toFixed(2).padStart(7)} ms   p99 ${pct(s, 99).toFixed(2).padStart(7)} ms   (n=${s.length})`;
@@ -107,10 +116,12 @@ async function main(): Promise<void> {
     process.stdout.write(`${row("hook, one DIRECT waiting", full)}\n`);
     process.stdout.write(`${row("unimatrix hook (spawned process)", spawned)}\n`);
     process.stdout.write(`${row("floor: bare socket round trip", bare)}\n`);
+    process.stdout.write(`${row("floor: node -e 0", nodeOnly)}\n`);
     bench("hook.p99_ms.idle", pct(idle, 99), "ms");
     bench("hook.p99_ms.pending", pct(full, 99), "ms");
     bench("hook.p50_ms.process", pct(spawned, 50), "ms");
     bench("hook.floor.p99_ms", pct(bare, 99), "ms");
+    bench("hook.floor.process_p50_ms", pct(nodeOnly, 50), "ms");
   } finally {
     await world.close();
   }
