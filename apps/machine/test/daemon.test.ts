@@ -166,6 +166,29 @@ describe("unimatrix machine run + unimatrix hook: notices from presence into a C
     expect(prompt).toMatchObject({ code: 0, stdout: "" });
   });
 
+  it("parallel tool calls: five PostToolUse hooks at once with three items waiting; each item is printed by exactly one", async () => {
+    const t = await world.team("stark");
+    const daemon = world.daemon(t, world.replicas[0]!.port, "stark");
+    const door = world.door("stark");
+    await daemon.waitFor("linked");
+    const env = { UNIMATRIX_DRONE_TOKEN: t.droneToken };
+    await runUnimatrix(["hook", "session-start", "--door", door], hookInput("SessionStart", "s-stark"), env);
+    for (const m of ["one", "two", "three"]) await t.direct(m);
+    await eventually(async () => (await status(door)).pending === 3, "three items waiting");
+    const runs = await Promise.all(
+      [1, 2, 3, 4, 5].map((i) =>
+        runUnimatrix(
+          ["hook", "post-tool-use", "--door", door],
+          hookInput("PostToolUse", "s-stark", { tool_name: "Read", tool_use_id: `t${i}` }),
+          env,
+        ),
+      ),
+    );
+    const lines = runs.flatMap((r) => postToolUseContext(r.stdout).split("\n").filter(Boolean));
+    expect(lines.map((l) => l.replace(/^\[DIRECT\] worker-\d+: /, "")).sort()).toEqual(["one", "three", "two"]);
+    expect(await status(door)).toMatchObject({ pending: 0, handed: 3 });
+  });
+
   it("kill -9 of the daemon with a notice spooled while presence is away: the restarted daemon clears the stale door, hands the notice from its spool once, and confirms it when presence is back", async () => {
     const t = await world.team("globex");
     let replica = world.replicas[0]!;
