@@ -68,8 +68,8 @@ const optionalStr = (value: unknown, field: string): string | undefined =>
   value === undefined || value === null || value === "" ? undefined : str(value, field, 4096);
 
 /**
- * Starts the daemon: opens the spool, the door (stale-door rules, owner-only) and the presence
- * link. Notices from the link are spooled (dedup by id) before anything else; a hook takes them
+ * Starts the daemon: opens the door (stale-door rules, owner-only; a live one refuses this
+ * daemon), then the spool, then the presence link. Notices from the link are spooled (dedup by id) before anything else; a hook takes them
  * for its session, and once it says they are in front of the model the daemon records that and
  * confirms each to presence (the `delivered` receipt). A notice already handed is confirmed
  * again whenever presence resends it, and never offered again.
