@@ -34,6 +34,7 @@ FROM base AS manifests
 COPY package.json package-lock.json ./
 COPY proto/package.json proto/
 COPY packages/service-kit/package.json packages/service-kit/
+COPY apps/machine/package.json apps/machine/
 COPY apps/unimatrix/package.json apps/unimatrix/
 COPY services/cube/package.json services/cube/
 COPY services/device/package.json services/device/

@@ -27,6 +27,8 @@ module.exports = {
       "<rootDir>/packages/service-kit/src/$1/index.ts",
     "^@unimatrix/service-kit/(clock|config|errors|logger)$": "<rootDir>/packages/service-kit/src/$1.ts",
     [`^@unimatrix/(${services.map((s) => s.name).join("|")})$`]: "<rootDir>/services/$1/src/index.ts",
+    "^@unimatrix/machine$": "<rootDir>/apps/machine/src/index.ts",
+    "^@unimatrix/machine/cli$": "<rootDir>/apps/machine/src/cli.ts",
     "^@unimatrix/app$": "<rootDir>/apps/unimatrix/src/services.ts",
   },
   globalSetup: "<rootDir>/scripts/jest-global-setup.js",

@@ -18,8 +18,9 @@ const all = JSON.parse(readFileSync(join(root, "apps", "unimatrix", "services.js
   (s) => s.name,
 );
 const asked = process.argv.slice(2);
-// `embedded` is the whole system on the embedded default (apps/unimatrix/bench): what `npm start` costs.
-const known = [...all, "embedded"];
+// `embedded` is the whole system on the embedded default (apps/unimatrix/bench): what `npm start` costs;
+// `machine` is the hook's round trip at the machine daemon's door (apps/machine/bench).
+const known = [...all, "embedded", "machine"];
 for (const name of asked)
   if (!known.includes(name)) throw new Error(`unknown benchmark ${name}; one of ${known.join(", ")}`);
 const services = asked.length > 0 ? asked : known;
@@ -53,7 +54,9 @@ for (const service of services) {
   const entry =
     service === "embedded"
       ? join(root, "apps", "unimatrix", "bench", "index.ts")
-      : join(root, "services", service, "bench", "index.ts");
+      : service === "machine"
+        ? join(root, "apps", "machine", "bench", "index.ts")
+        : join(root, "services", service, "bench", "index.ts");
   if (!existsSync(entry)) {
     process.stdout.write(`${service}: no benchmark yet\n`);
     continue;

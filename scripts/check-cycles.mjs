@@ -13,6 +13,7 @@ const dirs = [
   "services/presence/src",
   "services/gateway/src",
   "services/gateway/web/src",
+  "apps/machine/src",
   "apps/unimatrix/src",
 ].filter((dir) => existsSync(join(root, dir)));
 

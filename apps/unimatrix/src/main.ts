@@ -1,55 +1,31 @@
 #!/usr/bin/env node
-import { performance } from "node:perf_hooks";
-import { ConfigError } from "@unimatrix/service-kit/config";
-import { createLogger } from "@unimatrix/service-kit/logger";
-import { startTracing, stopTracing } from "@unimatrix/service-kit/observe";
-import { stopOnSignals } from "@unimatrix/service-kit/service";
-import { EMBEDDED_STORE_DIR, formerEmbeddedStores } from "@unimatrix/service-kit/store";
-import { launch } from "./launch";
-import { SERVICE_NAMES } from "./services";
+/**
+ * The `unimatrix` command. `unimatrix machine …` and `unimatrix hook …` are the machine side
+ * (@unimatrix/machine), loaded without any service so a hook starts fast; anything else runs
+ * services (`unimatrix [service ...]`, serve.ts).
+ */
+const HELP = `Usage: unimatrix [service ...]       run services (all four by default): cube, device, presence, gateway
+       unimatrix machine run [options]   the machine daemon (presence link, local door, notice spool)
+       unimatrix machine status          the running daemon's state
+       unimatrix hook <event>            an agent host's hook (session-start, post-tool-use, …)
 
-/** `unimatrix [service ...]`: runs the named services (all four by default) until Ctrl-C / SIGTERM. */
-async function main(): Promise<void> {
-  const logger = createLogger("unimatrix");
-  const asked = process.argv.slice(2);
-  const unknown = asked.filter((name) => !SERVICE_NAMES.includes(name));
-  if (unknown.length > 0) {
-    process.stderr.write(`unknown service ${unknown.join(", ")}; choose from ${SERVICE_NAMES.join(", ")}\n`);
-    process.exit(2);
-  }
-  const names = asked.length > 0 ? asked : [...SERVICE_NAMES];
-  // Before anything opens a store or a port; exports only when OTEL_EXPORTER_OTLP_ENDPOINT is set.
-  startTracing(names.length === 1 ? `unimatrix-${names[0]}` : "unimatrix");
-  const launched = await launch(names);
-  const store = launched.embedded
-    ? `embedded PGlite in ${launched.dataDir}/${EMBEDDED_STORE_DIR}`
-    : "Postgres at DATABASE_URL";
-  const lines = launched.endpoints.map(
-    (e) =>
-      `  ${e.name.padEnd(9)} ${e.protocol}://127.0.0.1:${e.port}` +
-      (e.metricsPort === undefined ? "" : `   metrics http://127.0.0.1:${e.metricsPort}/metrics`),
-  );
-  // Since the process started: module loading, the store, migrations, listening.
-  const seconds = (performance.now() / 1000).toFixed(1);
-  process.stdout.write(`unimatrix is up in ${seconds} s (${store}); Ctrl-C stops it\n${lines.join("\n")}\n`);
-  const former = launched.embedded ? formerEmbeddedStores(launched.dataDir) : [];
-  if (former.length > 0)
-    process.stdout.write(
-      `note: ${former.join(", ")} hold data of an older version (one store per service), which is no longer ` +
-        `read; this version keeps every service in ${launched.dataDir}/${EMBEDDED_STORE_DIR}. See README ` +
-        `"Embedded data from an older version" to start afresh.\n`,
+Run "unimatrix machine --help" or "unimatrix hook --help" for more.
+`;
+
+const argv = process.argv.slice(2);
+const command = argv[0];
+if (command === "--help" || command === "-h" || command === "help") {
+  process.stdout.write(HELP);
+} else if (command === "machine" || command === "hook") {
+  import("@unimatrix/machine/cli")
+    .then(({ runCli }) => runCli(argv))
+    .then(
+      (code) => process.exit(code),
+      (error: unknown) => {
+        process.stderr.write(`unimatrix ${command}: ${(error as Error).stack ?? String(error)}\n`);
+        process.exit(1);
+      },
     );
-  stopOnSignals(async () => {
-    await launched.stop();
-    await stopTracing();
-  }, logger);
+} else {
+  void import("./serve.js");
 }
-
-main().catch((error: unknown) => {
-  if (error instanceof ConfigError) {
-    process.stderr.write(`${error.message}\n`);
-    process.exit(78);
-  }
-  process.stderr.write(`unimatrix failed to start: ${(error as Error).stack ?? String(error)}\n`);
-  process.exit(1);
-});

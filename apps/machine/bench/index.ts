@@ -1,0 +1,136 @@
+// Machine benchmark: the hook's round trip at the local door, which runs after every tool call.
+// A real cube, presence and `unimatrix machine run` (a child process, as in production); the hook
+// is timed in-process (`runHook`: connect, take, print, handed) with nothing waiting
+// (`hook.p99_ms.idle`) and with one DIRECT waiting (`hook.p99_ms.pending`); the whole command as a
+// spawned process (node start-up included) is reported beside it (`hook.p50_ms.process`). Its
+// floors: one bare connect + request line + answer line on a Unix socket, and `node -e 0`, in the
+// same run.
+// Target (issue 28): p99 ≤ 20 ms. Needs the local Postgres and Redis.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { DoorClient, type DoorStatus, runHook } from "@unimatrix/machine";
+import { bench, loadAverage } from "@unimatrix/service-kit/testing";
+import { eventually, runUnimatrix, World } from "../test/world";
+
+const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 300);
+const PENDING = Number(process.env.BENCH_PENDING ?? 60);
+const PROCESS_RUNS = Number(process.env.BENCH_PROCESS_RUNS ?? 20);
+
+function pct(samples: number[], p: number): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+
+async function pending(door: string): Promise<number> {
+  const client = await DoorClient.connect(door);
+  try {
+    return (await client.request<DoorStatus>({ op: "status" })).pending;
+  } finally {
+    client.close();
+  }
+}
+
+/** The floor: a bare Unix-socket server answering one line per line, timed the same way. */
+async function floor(): Promise<number[]> {
+  const dir = mkdtempSync(join(tmpdir(), "umx-floor-"));
+  const path = join(dir, "floor.sock");
+  const server = createServer((socket) => socket.on("data", () => socket.write('{"ok":true,"items":[]}\n')));
+  await new Promise<void>((resolve) => server.listen(path, resolve));
+  const samples: number[] = [];
+  for (let i = 0; i < ITERATIONS; i += 1) {
+    const started = performance.now();
+    const client = await DoorClient.connect(path);
+    await client.request({ op: "status" });
+    client.close();
+    samples.push(performance.now() - started);
+  }
+  server.close();
+  rmSync(dir, { recursive: true, force: true });
+  return samples;
+}
+
+async function main(): Promise<void> {
+  const world = new World();
+  try {
+    await world.start();
+    const replica = await world.startPresence();
+    const t = await world.team("bench");
+    const daemon = world.daemon(t, replica.port, "bench");
+    await daemon.waitFor("linked");
+    const door = world.door("bench");
+    const hook = (write: (text: string) => void) =>
+      runHook("post-tool-use", {
+        door,
+        harness: "claude-code",
+        format: "claude",
+        droneToken: t.droneToken,
+        input: JSON.stringify({ session_id: "bench", hook_event_name: "PostToolUse", tool_name: "Bash" }),
+        write,
+      });
+    await hook(() => {}); // introduces the session (one cube Authenticate), not timed
+
+    const idle: number[] = [];
+    for (let i = 0; i < ITERATIONS; i += 1) {
+      const started = performance.now();
+      await hook(() => {});
+      idle.push(performance.now() - started);
+    }
+
+    const full: number[] = [];
+    let shown = 0;
+    for (let i = 0; i < PENDING; i += 1) {
+      await t.direct(`bench ${i}`);
+      await eventually(async () => (await pending(door)) === 1, "the DIRECT in the spool");
+      const started = performance.now();
+      await hook(() => {
+        shown += 1;
+      });
+      full.push(performance.now() - started);
+    }
+    if (shown !== PENDING) throw new Error(`shown ${shown} of ${PENDING} items`);
+
+    const spawned: number[] = [];
+    const input = JSON.stringify({ session_id: "bench", hook_event_name: "PostToolUse" });
+    for (let i = 0; i < PROCESS_RUNS; i += 1) {
+      const started = performance.now();
+      await runUnimatrix(["hook", "post-tool-use", "--door", door], input, { UNIMATRIX_DRONE_TOKEN: t.droneToken });
+      spawned.push(performance.now() - started);
+    }
+    const bare = await floor();
+    // The process floor: Node starting and exiting with nothing to do.
+    const nodeOnly: number[] = [];
+    for (let i = 0; i < PROCESS_RUNS; i += 1) {
+      const started = performance.now();
+      execFileSync(process.execPath, ["-e", "0"]);
+      nodeOnly.push(performance.now() - started);
+    }
+
+    const row = (name: string, s: number[]) =>
+      `${name.padEnd(34)} p50 ${pct(s, 50).toFixed(2).padStart(7)} ms   p99 ${pct(s, 99).toFixed(2).padStart(7)} ms   (n=${s.length})`;
+    process.stdout.write(`load ${loadAverage()}\n`);
+    process.stdout.write(`${row("hook, nothing waiting", idle)}\n`);
+    process.stdout.write(`${row("hook, one DIRECT waiting", full)}\n`);
+    process.stdout.write(`${row("unimatrix hook (spawned process)", spawned)}\n`);
+    process.stdout.write(`${row("floor: bare socket round trip", bare)}\n`);
+    process.stdout.write(`${row("floor: node -e 0", nodeOnly)}\n`);
+    bench("hook.p99_ms.idle", pct(idle, 99), "ms");
+    bench("hook.p99_ms.pending", pct(full, 99), "ms");
+    bench("hook.p50_ms.process", pct(spawned, 50), "ms");
+    bench("hook.floor.p99_ms", pct(bare, 99), "ms");
+    bench("hook.floor.process_p50_ms", pct(nodeOnly, 50), "ms");
+  } finally {
+    await world.close();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
+    process.exit(1);
+  },
+);

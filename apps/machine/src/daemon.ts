@@ -1,0 +1,243 @@
+import type { Server, Socket } from "node:net";
+import * as grpc from "@grpc/grpc-js";
+import type { BackoffOptions } from "./backoff";
+import { openDoor, type ProbeResult } from "./door";
+import { cubeResolver, type DroneResolver, declaredResolver, NOT_A_DRONE_TOKEN } from "./drones";
+import { type LinkEnd, PresenceLink } from "./link";
+import type { DoorItem, DoorStatus } from "./protocol";
+import { type SessionRecord, Spool } from "./spool";
+
+/** Everything `unimatrix machine run` needs. */
+export interface DaemonOptions {
+  /** The machine's `umx_machine_…` token. */
+  readonly token: string;
+  /** Presence's gRPC target. */
+  readonly presenceTarget: string;
+  /** Cube's gRPC target, to verify drone session tokens; unset: sessions declare their drone id. */
+  readonly cubeTarget?: string;
+  /** TLS credentials for both targets; plaintext when unset. */
+  readonly credentials?: grpc.ChannelCredentials;
+  /** The local door (Unix socket path). */
+  readonly doorPath: string;
+  /** The spool's directory. */
+  readonly spoolDir: string;
+  readonly hostname: string;
+  readonly agentVersion: string;
+  readonly backoff?: BackoffOptions;
+  readonly sleep?: (ms: number) => Promise<void>;
+  readonly probe?: (path: string) => Promise<ProbeResult>;
+  readonly now?: () => number;
+  /**
+   * How old a session's last token check may be before a hook that carries the token has it
+   * checked again (ms; default 60 s): a revoked token is found within this bound.
+   */
+  readonly reverifyMs?: number;
+  /** One structured line per event (linked, notice, handed, …). */
+  readonly log?: (event: string, fields?: Record<string, unknown>) => void;
+}
+
+/** TLS channel credentials: the system's roots, or the given CA bundle (PEM). */
+export function tlsCredentials(ca: Buffer | null): grpc.ChannelCredentials {
+  return grpc.credentials.createSsl(ca);
+}
+
+/** A running daemon. */
+export interface Daemon {
+  readonly doorPath: string;
+  status(): DoorStatus;
+  /** Resolves when the presence link ends for good (replaced, revoked, refused token). */
+  readonly linkEnded: Promise<LinkEnd>;
+  stop(): Promise<void>;
+}
+
+/** Most items one `take` hands out (the rest wait for the next hook). */
+const MAX_ITEMS = 50;
+
+const str = (value: unknown, field: string, max = 512): string => {
+  if (typeof value !== "string" || value.length === 0 || value.length > max)
+    throw new Error(`${field} must be a non-empty string of at most ${max} characters`);
+  return value;
+};
+/** True when the resolver says the token itself is no good (revoked, expired, not a drone's). */
+function isDeadToken(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return code === grpc.status.UNAUTHENTICATED || (error as Error).message === NOT_A_DRONE_TOKEN;
+}
+
+const optionalStr = (value: unknown, field: string): string | undefined =>
+  value === undefined || value === null || value === "" ? undefined : str(value, field, 4096);
+
+/**
+ * Starts the daemon: opens the door (stale-door rules, owner-only; a live one refuses this
+ * daemon), then the spool, then the presence link. Notices from the link are spooled (dedup by id) before anything else; a hook takes them
+ * for its session, and once it says they are in front of the model the daemon records that and
+ * confirms each to presence (the `delivered` receipt). A notice already handed is confirmed
+ * again whenever presence resends it, and never offered again.
+ */
+export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
+  const now = options.now ?? Date.now;
+  const log = options.log ?? (() => {});
+  // Opened only once the door is ours: the door is what makes this the one daemon on the spool.
+  let spool!: Spool;
+  let resolver!: DroneResolver;
+  /** Notice ids offered on an open connection and not yet handed. */
+  const reserved = new Map<Socket, Set<string>>();
+  const isReserved = (id: string) => [...reserved.values()].some((ids) => ids.has(id));
+  /** When each session's token was last checked (in memory: a restarted daemon checks again). */
+  const verified = new Map<string, number>();
+  const reverifyMs = options.reverifyMs ?? 60_000;
+
+  async function introduce(request: Record<string, unknown>, token: string): Promise<SessionRecord> {
+    const harness = str(request.harness, "harness", 64);
+    const session = str(request.session, "session");
+    const drone = await resolver.resolve(token, optionalStr(request.droneId, "droneId"));
+    const record: SessionRecord = { harness, session, ...drone };
+    verified.set(`${harness}:${session}`, now());
+    const known = spool.session(harness, session);
+    if (known?.droneId !== record.droneId || known.expiresAt !== record.expiresAt) spool.putSession(record);
+    log("session", { harness, session, droneId: record.droneId });
+    return record;
+  }
+
+  function liveSession(harness: string, session: string): SessionRecord | undefined {
+    const record = spool.session(harness, session);
+    if (record && record.expiresAt > 0 && record.expiresAt <= now()) {
+      spool.forgetSession(harness, session);
+      log("session_expired", { harness, session });
+      return undefined;
+    }
+    return record;
+  }
+
+  async function handle(request: Record<string, unknown>, connection: Socket): Promise<unknown> {
+    switch (request.op) {
+      case "hello": {
+        const record = await introduce(request, str(request.droneToken, "droneToken", 4096));
+        return { ok: true, droneId: record.droneId, cubeId: record.cubeId };
+      }
+      case "take": {
+        const harness = str(request.harness, "harness", 64);
+        const session = str(request.session, "session");
+        let record = liveSession(harness, session);
+        const token = optionalStr(request.droneToken, "droneToken");
+        const checkedAt = verified.get(`${harness}:${session}`);
+        if (token && (!record || checkedAt === undefined || now() - checkedAt >= reverifyMs)) {
+          try {
+            record = await introduce(request, token);
+          } catch (error) {
+            if (isDeadToken(error)) {
+              // The drone's token died: forget the session; its items wait for a live one.
+              spool.forgetSession(harness, session);
+              verified.delete(`${harness}:${session}`);
+              log("session_token_dead", { harness, session });
+              return { ok: true, items: [], unknownSession: true };
+            }
+            // Cube unreachable: a known session keeps working on what was checked before.
+            if (!record) throw error;
+            log("session_check_failed", { harness, session, error: (error as Error).message });
+          }
+        }
+        if (!record) return { ok: true, items: [], unknownSession: true };
+        const items: DoorItem[] = spool
+          .pendingFor(record.droneId)
+          .filter((n) => !isReserved(n.id))
+          .slice(0, MAX_ITEMS)
+          .map((n) => ({ id: n.id, cubeId: n.cubeId, entryId: n.entryId, text: n.text }));
+        if (items.length > 0) {
+          const mine = reserved.get(connection) ?? new Set<string>();
+          for (const item of items) mine.add(item.id);
+          reserved.set(connection, mine);
+          (connection as Socket & { sessionKey?: string }).sessionKey = `${harness}:${session}`;
+        }
+        return { ok: true, items };
+      }
+      case "handed": {
+        if (!Array.isArray(request.ids)) throw new Error("ids must be an array of notice ids");
+        const mine = reserved.get(connection) ?? new Set<string>();
+        const ids = request.ids.filter((id): id is string => typeof id === "string" && mine.has(id));
+        const sessionKey = (connection as Socket & { sessionKey?: string }).sessionKey ?? "";
+        const fresh = spool.markHanded(ids, sessionKey);
+        for (const id of ids) mine.delete(id);
+        for (const id of fresh) {
+          const sent = link.confirm(id);
+          log("handed", { id, session: sessionKey, confirmed: sent });
+        }
+        return { ok: true, handed: fresh.length };
+      }
+      case "bye": {
+        const harness = str(request.harness, "harness", 64);
+        const session = str(request.session, "session");
+        spool.forgetSession(harness, session);
+        log("session_end", { harness, session });
+        return { ok: true };
+      }
+      case "status":
+        return status();
+      default:
+        throw new Error(`unknown op ${JSON.stringify(request.op)}`);
+    }
+  }
+
+  const status = (): DoorStatus => ({
+    ok: true,
+    linked: link?.linked ?? false,
+    machineId: link?.machineId ?? "",
+    pending: spool.pendingCount(),
+    handed: spool.handedIds().length,
+    sessions: spool.sessions().length,
+    links: link?.links ?? 0,
+  });
+
+  const door: Server = await openDoor(options.doorPath, handle, {
+    ...(options.probe ? { probe: options.probe } : {}),
+    onClose: (connection) => reserved.delete(connection),
+  });
+  try {
+    spool = Spool.open(options.spoolDir, now);
+  } catch (error) {
+    door.close();
+    throw error;
+  }
+  resolver = options.cubeTarget ? cubeResolver(options.cubeTarget, options.credentials) : declaredResolver();
+  const connections = new Set<Socket>();
+  door.on("connection", (socket: Socket) => {
+    connections.add(socket);
+    socket.once("close", () => connections.delete(socket));
+  });
+  log("door_open", { path: options.doorPath });
+
+  const link: PresenceLink = new PresenceLink({
+    target: options.presenceTarget,
+    token: options.token,
+    ...(options.credentials ? { credentials: options.credentials } : {}),
+    hostname: options.hostname,
+    agentVersion: options.agentVersion,
+    ...(options.backoff ? { backoff: options.backoff } : {}),
+    ...(options.sleep ? { sleep: options.sleep } : {}),
+    onEvent: log,
+    onNotice: (notice) => {
+      const outcome = spool.add(notice);
+      if (outcome === "handed") link.confirm(notice.id);
+      log("notice", { id: notice.id, entryId: notice.entryId, droneId: notice.droneId, outcome });
+    },
+  });
+
+  let stopping: Promise<void> | undefined;
+  return {
+    doorPath: options.doorPath,
+    status,
+    linkEnded: link.ended,
+    stop() {
+      stopping ??= (async () => {
+        await link.stop();
+        const closed = new Promise<void>((resolve) => door.close(() => resolve()));
+        for (const connection of connections) connection.destroy();
+        await closed;
+        spool.close();
+        resolver.close();
+        log("stopped");
+      })();
+      return stopping;
+    },
+  };
+}

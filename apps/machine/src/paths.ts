@@ -1,0 +1,16 @@
+import { homedir } from "node:os";
+import { join } from "node:path";
+
+/** The door's default path: `$XDG_RUNTIME_DIR/unimatrix/machine.sock`, else `~/.unimatrix/run/machine.sock`. */
+export function defaultDoorPath(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.UNIMATRIX_DOOR) return env.UNIMATRIX_DOOR;
+  if (env.XDG_RUNTIME_DIR) return join(env.XDG_RUNTIME_DIR, "unimatrix", "machine.sock");
+  return join(homedir(), ".unimatrix", "run", "machine.sock");
+}
+
+/** The spool's default directory: `$XDG_STATE_HOME/unimatrix/spool`, else `~/.local/state/unimatrix/spool`. */
+export function defaultSpoolDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.UNIMATRIX_SPOOL) return env.UNIMATRIX_SPOOL;
+  const state = env.XDG_STATE_HOME || join(homedir(), ".local", "state");
+  return join(state, "unimatrix", "spool");
+}
