@@ -46,7 +46,7 @@ export function activityFeed(options: ActivityFeedOptions) {
         if (item.entry) log.upsert(item.entry);
         else if (item.notification) notices.add(item.notification);
       }
-      cursor = answer.nextCursor ?? cursor;
+      cursor = answer.nextCursor || cursor;
       if (!answer.hasMore) break;
     }
     return cursor;
@@ -76,7 +76,7 @@ export function activityFeed(options: ActivityFeedOptions) {
         if (type === "entry") options.entry(data as Entry);
         else if (type === "notification") options.notification(data as Notification);
         else if (type === "access_revoked") {
-          const reason = (data as { reason?: string }).reason ?? "access revoked";
+          const reason = (data as { reason?: string }).reason || "access revoked";
           options.setStreamState("ended", reason);
           if (options.seated()) dropSeat(`Your seat ended: ${reason}`);
         }
