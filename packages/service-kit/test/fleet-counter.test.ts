@@ -3,6 +3,7 @@ import * as net from "node:net";
 import { join } from "node:path";
 import { RedisStreamCounter } from "@unimatrix/service-kit/bus";
 import { eventually, TEST_REDIS_URL, testBusPrefix } from "@unimatrix/service-kit/testing";
+import { Redis } from "ioredis";
 
 const counters: RedisStreamCounter[] = [];
 function counter(prefix: string, leaseMs = 10_000, url = TEST_REDIS_URL): RedisStreamCounter {
@@ -51,8 +52,24 @@ describe("fleet-wide stream counter", () => {
         child.once("exit", (code) => reject(new Error(`fixture exited ${code}`)));
         setTimeout(() => reject(new Error("fixture did not start")), 20_000).unref();
       });
-      // The live replica renews: its places outlast several leases.
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      // The live replica renews: its places outlast the lease they carry now. Shown on the lease's
+      // own clock (Redis TIME, which the counter's scripts read), not with a sleep: once Redis's
+      // time is past the latest expiry the places had, they only still count if renewed since.
+      const redis = new Redis(TEST_REDIS_URL);
+      try {
+        const key = `${prefix}:test:user:9`;
+        // The fixture may have counted locally before its connection was ready; its renewal writes them in.
+        await eventually(async () => (await redis.zcard(key)) === 3, "the fixture's places in Redis");
+        const scores = await redis.zrange(key, 0, -1, "WITHSCORES");
+        const expiry = Math.max(...scores.filter((_, i) => i % 2 === 1).map(Number));
+        const redisNow = async () => {
+          const [seconds, micros] = await redis.time();
+          return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+        };
+        await eventually(async () => (await redisNow()) > expiry, "the places' lease to run out on Redis's clock");
+      } finally {
+        redis.disconnect();
+      }
       expect(await survivor.count("user:9")).toBe(3);
       expect(await survivor.tryAdd("user:9", 3)).toBe(false);
     } finally {

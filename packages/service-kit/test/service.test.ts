@@ -4,6 +4,7 @@ import { create } from "@bufbuild/protobuf";
 import { Int32ValueSchema } from "@bufbuild/protobuf/wkt";
 import type * as grpc from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
+import { ManualClock } from "@unimatrix/service-kit/clock";
 import { readConfig } from "@unimatrix/service-kit/config";
 import { isShutdown, ShutdownReason } from "@unimatrix/service-kit/errors";
 import { type CallContext, createClient, route, type ServiceImpl } from "@unimatrix/service-kit/grpc";
@@ -86,12 +87,15 @@ describe("startService (manifest)", () => {
 
   it("migrates, wires with the opened deps, serves the routes with the wiring's authenticator, runs background jobs, and stops in order", async () => {
     const log: string[] = [];
+    // Background rounds fire as this clock is moved, so a stopped timer shows by never firing.
+    const timers = new ManualClock();
     const service = await startService(echoManifest(log), {
       config: testConfig({ busPrefix: testBusPrefix("manifest") }),
       port: 0,
       schema: schema.schema,
       serviceConfig: { greeting: "hello" },
       logger: silentLogger(),
+      timers,
     });
     const client = createClient(EchoService, `127.0.0.1:${service.port}`) as unknown as Record<
       string,
@@ -102,6 +106,9 @@ describe("startService (manifest)", () => {
       expect(((await client.say!({ value: "who" }, asBearer("letmein"))) as Str).value).toBe("user:u-1");
       await expectStatus(client.say!({ value: "who" }, asBearer("wrong")), status.INTERNAL);
       const ticks = service.extra.ticks as () => number;
+      timers.advance(5);
+      await eventually(() => ticks() === 1, "the first background tick");
+      timers.advance(5);
       await eventually(() => ticks() >= 2, "two background ticks");
       const before = ticks();
       expect(await service.runBackground("tick")).toBe(before + 1);
@@ -116,8 +123,9 @@ describe("startService (manifest)", () => {
       await ended;
       expect(values).toEqual([1, 2]);
       const stoppedAt = ticks();
-      // A timer still scheduled would tick every 5 ms: six periods without one mean it is gone.
-      await new Promise((resolve) => setTimeout(resolve, 30));
+      // The job's timer is gone: no timer is left, and moving time on fires no round.
+      expect(timers.timers).toBe(0);
+      timers.advance(60_000);
       expect(ticks()).toBe(stoppedAt);
       expect(log).toEqual(["stream ended: shutdown=true typed=true", `close after ${stoppedAt} ticks`]);
     } finally {

@@ -29,6 +29,7 @@ import { LeaseTable } from "./fleet/leases";
 import { SharedStore } from "./fleet/shared";
 import { StreamCaps } from "./fleet/streams";
 import { forwardingRoutes, PEER } from "./forward";
+import { JSON_WRITE } from "./json-options";
 import { mcpHandler } from "./mcp/handler";
 import { McpSessionStore } from "./mcp/session-store";
 import { GatewayMetrics } from "./metrics";
@@ -131,7 +132,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     connect: true,
     readMaxBytes: gateway.maxBodyBytes,
     // An unknown field or enum name is an error, never a silently dropped filter (DESIGN §10).
-    jsonOptions: { ignoreUnknownFields: false },
+    jsonOptions: { ignoreUnknownFields: false, ...JSON_WRITE },
     // A path no route serves: Connect error JSON like every other refusal (Connect's own is an empty 404).
     fallback: (_request, response) => refuse(response as ServerResponse, status.NOT_FOUND, "no such route"),
   });

@@ -17,6 +17,7 @@ import type { CredentialDoors } from "./doors";
 import type { StreamCaps, StreamSlot } from "./fleet/streams";
 import { follow, type Step } from "./follow";
 import { chargeAddress, upstreamMetadata } from "./forward";
+import { JSON_WRITE } from "./json-options";
 import type { RateLimiter } from "./rate-limit";
 import type { SharedKind } from "./shared-member";
 import { type SharedUpstreams, sharingKey, subjectsOf } from "./shared-upstream";
@@ -261,13 +262,13 @@ function activityFrames(message: SubscribeActivityResponse, readySent: boolean):
   const { event } = message;
   if (event.case === "entry" || event.case === "notification") {
     return framesOnce(message, () => {
-      const json = toJson(SubscribeActivityResponseSchema, message) as Record<string, unknown>;
+      const json = toJson(SubscribeActivityResponseSchema, message, JSON_WRITE) as Record<string, unknown>;
       return event.case === "entry"
         ? [{ event: "entry", id: event.value.cursor, data: json.entry }]
         : [{ event: "notification", id: event.value.cursor, data: json.notification }];
     });
   }
-  const json = toJson(SubscribeActivityResponseSchema, message) as Record<string, unknown>;
+  const json = toJson(SubscribeActivityResponseSchema, message, JSON_WRITE) as Record<string, unknown>;
   switch (event.case) {
     case "heartbeat":
       return [{ comment: `heartbeat ${new Date().toISOString()}` }];
@@ -329,7 +330,7 @@ export function machineEvents(deps: SseDeps, request: IncomingMessage, response:
       }
     },
     (message, readySent) => {
-      const json = toJson(WatchMachinesResponseSchema, message) as Record<string, unknown>;
+      const json = toJson(WatchMachinesResponseSchema, message, JSON_WRITE) as Record<string, unknown>;
       const { event } = message;
       switch (event.case) {
         case "machineSnapshot":

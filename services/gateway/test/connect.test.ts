@@ -156,6 +156,36 @@ describe("gateway: Connect/HTTP", () => {
     expect([wrong.status, wrong.body.code]).toEqual([401, "unauthenticated"]);
   });
 
+  it("writes fields at their defaults in JSON answers: a stale heartbeat reads {ok: false}, not {}", async () => {
+    const issued = await call<{ token: string }>(
+      system,
+      "unimatrix.device.v1.EnrollmentService/IssueEnrollToken",
+      { ttlSeconds: 600 },
+      acme.user,
+    );
+    const enrolled = await call<{ device: { id: string }; deviceToken: string; replayed: boolean }>(
+      system,
+      "unimatrix.device.v1.DeviceService/EnrollDevice",
+      { enrollToken: issued.token, publicKey: "ZGVmYXVsdHMtYXJlLXdyaXR0ZW4=", platform: "DEVICE_PLATFORM_LINUX" },
+    );
+    expect(enrolled.replayed).toBe(false);
+    const deviceId = enrolled.device.id;
+    const acquire = () =>
+      call<{ generation: string }>(
+        system,
+        "unimatrix.device.v1.DeviceService/AcquireConnection",
+        { deviceId },
+        enrolled.deviceToken,
+      );
+    const first = await acquire();
+    await acquire(); // fences the first generation
+    const stale = { deviceId, generation: first.generation };
+    for (const rpc of ["HeartbeatConnection", "ReleaseConnection"]) {
+      const answer = await connectJson(system, `unimatrix.device.v1.DeviceService/${rpc}`, stale, enrolled.deviceToken);
+      expect([rpc, answer.status, answer.body]).toEqual([rpc, 200, { ok: false }]);
+    }
+  });
+
   it("keeps internal RPCs off the public surface", async () => {
     const { status, body } = await connectJson(
       system,

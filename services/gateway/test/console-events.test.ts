@@ -111,6 +111,7 @@ describe("console: SSE reader", () => {
       initialDelayMs: 10,
     });
     await eventually(() => states.some(([state]) => state === "ended"), "the stream to end");
+    await refused.stopped;
     refused.close();
     expect(states).toEqual([
       ["connecting", ""],
@@ -135,8 +136,8 @@ describe("console: SSE reader", () => {
       initialDelayMs: 10,
     });
     await eventually(() => events.includes("access_revoked"), "access_revoked");
-    // Give a wrongly retrying reader the time of several backoff rounds to show itself.
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The reader says it stopped for good (a retrying one never would): no fixed wait.
+    await revoked.stopped;
     revoked.close();
     expect(events).toEqual(["machine_ready", "access_revoked"]);
     expect(calls).toBe(1);

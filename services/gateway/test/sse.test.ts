@@ -83,6 +83,8 @@ describe("gateway: SSE", () => {
     first.source.close();
     const entries = first.received.filter((r) => r.type === "entry");
     expect(entries.every((e) => e.id === (e.data as { cursor: string }).cursor && e.id !== "")).toBe(true);
+    // The data is the message's JSON as the Connect face writes it: fields at their defaults too.
+    expect(entries[0]!.data).toMatchObject({ ackCount: 0, replyCount: 0, question: false, recipientDroneIds: [] });
     const lastId = entries.at(-1)!.id;
 
     for (let i = 6; i <= 10; i++) await post(`m${i}`);

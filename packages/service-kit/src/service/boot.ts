@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import { type Bus, openBus } from "../bus/bus";
-import { type Clock, systemClock } from "../clock";
+import { type Clock, systemClock, systemTimers, type Timers } from "../clock";
 import type { Authenticate } from "../grpc/call";
 import { GrpcHost } from "../grpc/host";
 import { createLogger } from "../logger";
@@ -43,6 +43,8 @@ export interface BootOptions {
   readonly bus?: Bus;
   readonly logger?: Logger;
   readonly clock?: Clock;
+  /** The timers background jobs run on (default: real ones); tests pass a `ManualClock`. */
+  readonly timers?: Timers;
 }
 
 /** What a boot wiring returns: the host it built (with its services) and what the kit runs and closes. */
@@ -53,10 +55,10 @@ export interface Booted {
 }
 
 /** Runs a background job every `everyMs`, never overlapping itself; returns the stop function. */
-function schedule(job: Background, logger: Logger): () => Promise<void> {
+function schedule(job: Background, timers: Timers, logger: Logger): () => Promise<void> {
   if (job.everyMs <= 0) return async () => {};
   let running: Promise<unknown> | undefined;
-  const timer = setInterval(() => {
+  const stop = timers.every(job.everyMs, () => {
     if (running) return;
     running = job
       .run()
@@ -64,10 +66,9 @@ function schedule(job: Background, logger: Logger): () => Promise<void> {
       .finally(() => {
         running = undefined;
       });
-  }, job.everyMs);
-  timer.unref();
+  });
   return async () => {
-    clearInterval(timer);
+    stop();
     await running;
   };
 }
@@ -85,6 +86,7 @@ export async function bootService(
   startTracing(); // once per process (the composition names it first); a no-op afterwards
   const logger = options.logger ?? createLogger(name, config.logLevel);
   const clock = options.clock ?? systemClock;
+  const timers = options.timers ?? systemTimers;
   const internalKey = resolveInternalKey(config);
   const database = await openDatabase({
     service: name,
@@ -134,7 +136,7 @@ export async function bootService(
       database.kind === "postgres"
         ? [watchDatabase(database, host.health, { everyMs: config.dbProbeMs, logger, metrics })]
         : [];
-    const timers = [...booted.background, ...probe].map((job) => schedule(job, logger));
+    const jobs = [...booted.background, ...probe].map((job) => schedule(job, timers, logger));
     logger.info(
       { port, metricsPort: metricsServer?.port, store: database.kind, bus: config.redisUrl ? "redis" : "in-process" },
       `${name} listening`,
@@ -153,7 +155,7 @@ export async function bootService(
           // On the in-process bus there is no other replica to move to: no drain delay.
           await host.shutdown(config.shutdownGraceMs, config.redisUrl ? config.drainDelayMs : 0);
           await metricsServer?.close();
-          await Promise.all(timers.map((stop) => stop()));
+          await Promise.all(jobs.map((stop) => stop()));
           await booted.close();
           unobserve();
           if (ownsBus) await openBusRef.close();

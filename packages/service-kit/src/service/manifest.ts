@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { Bus } from "../bus/bus";
-import type { Clock } from "../clock";
+import type { Clock, Timers } from "../clock";
 import type { EnvVar } from "../config";
 import type { Authenticate } from "../grpc/call";
 import { addRoutes, type Route } from "../grpc/route";
@@ -54,6 +54,8 @@ export interface StartServiceOptions<Config> {
   readonly bus?: Bus;
   readonly logger?: Logger;
   readonly clock?: Clock;
+  /** The timers background jobs run on (default: real ones); tests pass a `ManualClock`. */
+  readonly timers?: Timers;
 }
 
 /** A service started from a manifest: the running service plus what its wiring exposed. */
@@ -87,6 +89,7 @@ export async function startService<Config>(
       bus: options.bus,
       logger: options.logger,
       clock: options.clock,
+      timers: options.timers,
     },
     async (deps, makeHost) => {
       wired = await manifest.wire(deps, serviceConfig);

@@ -10,6 +10,7 @@ import { activityShare, activityWhat, edgeMember, mayReadCube, openActivity } fr
 import type { CredentialDoors } from "../doors";
 import { follow, type Step } from "../follow";
 import { upstreamMetadata } from "../forward";
+import { JSON_WRITE } from "../json-options";
 import { type SharedUpstreams, sharingKey, subjectsOf } from "../shared-upstream";
 import type { McpSessionDeps } from "./session";
 import type { SeatRecord, SessionRecord } from "./session-store";
@@ -201,8 +202,8 @@ export async function servePush(
           } else if (event.case === "entry" || event.case === "notification") {
             const data =
               event.case === "entry"
-                ? { event: "entry", entry: toJson(EntrySchema, event.value) }
-                : { event: "notification", notification: toJson(NotificationSchema, event.value) };
+                ? { event: "entry", entry: toJson(EntrySchema, event.value, JSON_WRITE) }
+                : { event: "notification", notification: toJson(NotificationSchema, event.value, JSON_WRITE) };
             send("info", data, event.value.cursor);
             lastEventId = event.value.cursor;
           } else if (event.case === "heartbeat" || event.case === "ready") {

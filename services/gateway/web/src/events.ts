@@ -29,6 +29,8 @@ export interface EventStream {
   /** Drops the current connection; the reader reconnects as after any drop. */
   drop(): void;
   close(): void;
+  /** Settles once the reader has stopped for good (closed, refused, or a terminal event): it never connects again. */
+  readonly stopped: Promise<void>;
 }
 
 interface Frame {
@@ -146,9 +148,10 @@ export function openEventStream(options: StreamOptions): EventStream {
       await sleep(delay);
     }
   };
-  void run();
+  const stopped = run();
 
   return {
+    stopped,
     lastEventId: () => lastId,
     drop: () => current?.abort(),
     close() {

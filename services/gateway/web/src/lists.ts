@@ -180,13 +180,13 @@ export function machinesView(context: ListContext): View {
     const known = machines.get(event.machineId);
     machines.set(event.machineId, {
       id: event.machineId,
-      name: event.name ?? known?.name ?? event.machineId,
+      name: event.name || known?.name || event.machineId,
       linked,
       changedAt: event.at,
       revoked: known?.revoked,
     });
     render();
-    context.announce(`${event.name ?? "A machine"} ${linked ? "linked" : "unlinked"}`);
+    context.announce(`${event.name || "A machine"} ${linked ? "linked" : "unlinked"}`);
   };
   // The stream starts with a snapshot (no cursor yet) and then carries every transition.
   const stream = openEventStream({
