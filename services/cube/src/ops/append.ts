@@ -8,13 +8,10 @@
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../deps";
 import type { OpResult } from "../effects";
-import { authorPrincipalId, WRITE } from "../rules/access";
-import { checkPoster, type NewEntry } from "../rules/entry";
-import { staleAtFor } from "../rules/lease";
-import { requireCachedAccess } from "../store/access";
+import type { NewEntry } from "../rules/entry";
 import { type ItemRow, NO_REACTIONS } from "../store/rows";
 import { addressees, insertEntry, postRow } from "../tables/entries";
-import { labelOf } from "../tables/principals";
+import { poster } from "./steps/poster";
 
 /** Appends an entry: position taken under the cube lock; effects: the cube's doorbell and the notices' machines. */
 export async function appendEntry(
@@ -24,14 +21,7 @@ export async function appendEntry(
   input: NewEntry,
 ): Promise<OpResult<ItemRow>> {
   // Access from the replica's auth cache (no round trip in the common case); the insert is the one statement.
-  const { view } = await requireCachedAccess(deps, principal, cubeId, WRITE, "posting");
-  checkPoster(view, input);
-  const label = await labelOf(deps.prisma, principal, view.drone);
-  const now = deps.clock.now();
-  const due = staleAtFor(now, deps.config.claimLeaseSeconds);
-  const named = input.recipientDroneIds.length + input.recipientLabels.length;
-  await deps.guard.admit(Buffer.byteLength(input.message) + named * 80 + 200);
-  const author = { principalId: authorPrincipalId(principal), kind: principal.kind, droneId: view.drone?.id, label };
+  const { view, now, due, author } = await poster(deps, principal, cubeId, input);
   const recipients = await addressees(deps.prisma, cubeId, input, now, view.drone?.id);
   const row = postRow(cubeId, author, input, recipients, null, now);
   const inserted = await insertEntry(deps.fast, row, input.visibility === "direct" ? recipients : [], due);

@@ -9,13 +9,11 @@
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { CubeDeps } from "../deps";
 import type { OpResult } from "../effects";
-import { authorPrincipalId, WRITE } from "../rules/access";
-import { checkPoster, type EntryRef, type NewEntry } from "../rules/entry";
-import { staleAtFor } from "../rules/lease";
+import type { EntryRef, NewEntry } from "../rules/entry";
 import { notificationText } from "../rules/preview";
 import { answersQuestion } from "../rules/questions";
 import { visibleTo } from "../rules/visibility";
-import { type CubeStanding, requireCachedAccess } from "../store/access";
+import type { CubeStanding } from "../store/access";
 import { inTransaction, type Tx } from "../store/prisma";
 import { type ActivityRow, type ItemRow, NO_REACTIONS } from "../store/rows";
 import { droneViewers } from "../tables/drones";
@@ -28,9 +26,9 @@ import {
   threadAuthors,
   visibleEntry,
 } from "../tables/entries";
-import { labelOf } from "../tables/principals";
 import { openReceipts } from "../tables/receipts";
 import { insertNotifications } from "./steps/notify";
+import { poster } from "./steps/poster";
 
 /** Appends a reply to a visible entry; effects: the cube's doorbell and the notices' machines. */
 export async function replyToEntry(
@@ -39,15 +37,8 @@ export async function replyToEntry(
   cubeId: string,
   input: NewEntry & { readonly replyTo: EntryRef },
 ): Promise<OpResult<ItemRow>> {
-  const { view } = await requireCachedAccess(deps, principal, cubeId, WRITE, "posting");
-  checkPoster(view, input);
-  const label = await labelOf(deps.prisma, principal, view.drone);
+  const { view, now, due, author } = await poster(deps, principal, cubeId, input);
   const parent = await visibleEntry(deps.prisma, view, cubeId, input.replyTo);
-  const now = deps.clock.now();
-  const due = staleAtFor(now, deps.config.claimLeaseSeconds);
-  const named = input.recipientDroneIds.length + input.recipientLabels.length;
-  await deps.guard.admit(Buffer.byteLength(input.message) + named * 80 + 200);
-  const author = { principalId: authorPrincipalId(principal), kind: principal.kind, droneId: view.drone?.id, label };
   const recipients = await addressees(deps.prisma, cubeId, input, now, view.drone?.id);
   const row = postRow(cubeId, author, input, recipients, parent, now);
   const machines = await inTransaction(deps.prisma, async (tx) => {
