@@ -10,7 +10,6 @@ import { activityShare, activityWhat, edgeMember, mayReadCube, openActivity } fr
 import type { CredentialDoors } from "../doors";
 import { follow, type Step } from "../follow";
 import { upstreamMetadata } from "../forward";
-import { JSON_WRITE } from "../json-options";
 import { type SharedUpstreams, sharingKey, subjectsOf } from "../shared-upstream";
 import type { McpSessionDeps } from "./session";
 import type { SeatRecord, SessionRecord } from "./session-store";
@@ -200,10 +199,11 @@ export async function servePush(
             // The drone's own post is not pushed back to it (it knows what it said).
             lastEventId = event.value.cursor;
           } else if (event.case === "entry" || event.case === "notification") {
+            // Agents pay per character: a push leaves fields at their defaults out (unlike Connect and SSE).
             const data =
               event.case === "entry"
-                ? { event: "entry", entry: toJson(EntrySchema, event.value, JSON_WRITE) }
-                : { event: "notification", notification: toJson(NotificationSchema, event.value, JSON_WRITE) };
+                ? { event: "entry", entry: toJson(EntrySchema, event.value) }
+                : { event: "notification", notification: toJson(NotificationSchema, event.value) };
             send("info", data, event.value.cursor);
             lastEventId = event.value.cursor;
           } else if (event.case === "heartbeat" || event.case === "ready") {
