@@ -87,6 +87,8 @@ if (unavailable) process.stderr.write(`\n[redis-restart] SKIPPED: ${unavailable}
   let sessionsAfter: (string | undefined)[] = [];
   /** A stock SDK client's calls after the restart: tool name → ok or the error. */
   const afterCalls: string[] = [];
+  /** The fresh server's channels and subscriber counts once the buses subscribed again. */
+  let subscribed = new Map<string, number>();
   /** What the cap said after the restart. */
   const caps: Record<string, unknown> = {};
   /** Each attempt at an eleventh stream after the restart: when, and what SSE and gRPC answered. */
@@ -170,6 +172,19 @@ if (unavailable) process.stderr.write(`\n[redis-restart] SKIPPED: ${unavailable}
           caps.refusedAfter = error.message;
         });
       await progress(40, 8, "after the restart");
+      // The empty server knows no subscription: the buses must have made theirs again.
+      const channel = (name: string) => `${fleet.busPrefix}:${name}`;
+      await poll(
+        async () => {
+          subscribed = await redis.subscriptions(`${fleet.busPrefix}:*`);
+          return [channel(`cube:${world.cubeId}`), channel(`presence:${world.tenantId}`), channel("auth")].every(
+            (c) => (subscribed.get(c) ?? 0) > 0,
+          );
+        },
+        "the buses to subscribe again on the fresh server",
+        REBUILD_MS,
+        250,
+      ).catch((error: Error) => stalls.push(error.message));
       // Closing one frees its place (over SSE and gRPC alike: one place, so one of them at a time).
       held.shift()!.close();
       await poll(
@@ -226,6 +241,7 @@ if (unavailable) process.stderr.write(`\n[redis-restart] SKIPPED: ${unavailable}
     result = buildResult(scenario, await scenario.settle());
     process.stdout.write(
       `\n${result.lines.join("\n")}\nstalls: ${stalls.length ? stalls.join("; ") : "none"}\ncaps: ${JSON.stringify(caps)}; eleventh-stream probes: ${probes.join(", ")}\n` +
+        `subscribed on the fresh server: ${[...subscribed].map(([c, n]) => `${c.slice(fleet.busPrefix.length + 1)} x${n}`).join(", ")}\n` +
         `mcp sessions before ${JSON.stringify(sessionsBefore)} after ${JSON.stringify(sessionsAfter)}\n${afterCalls.join("\n")}\n`,
     );
   }, 300_000);
@@ -239,6 +255,12 @@ if (unavailable) process.stderr.write(`\n[redis-restart] SKIPPED: ${unavailable}
   const exact = (reports: SequenceReport[]) => Object.fromEntries(reports.map((r) => [r.name, "exact"]));
   const of = (surface: string, reports: SequenceReport[], records: StreamRecord[]) =>
     reports.filter((_, i) => records[i]!.surface === surface);
+
+  it("the buses subscribed again on the fresh server (cube, presence and credential channels)", () => {
+    expect([...subscribed.keys()].map((c) => c.slice(fleet.busPrefix.length + 1))).toEqual(
+      expect.arrayContaining([`cube:${scenario.world.cubeId}`, `presence:${scenario.world.tenantId}`, "auth"]),
+    );
+  });
 
   it("committed every acknowledged append and kept the load going through the restart", () => {
     expect(redis.starts).toBe(2);

@@ -39,6 +39,18 @@ async function pong(port: number): Promise<boolean> {
   });
 }
 
+/** The items of a RESP array of bulk strings and integers (`*2\r\n$1\r\na\r\n:3\r\n`). */
+function parseArray(reply: string): string[] {
+  const lines = reply.split("\r\n");
+  const items: string[] = [];
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i]!;
+    if (line.startsWith("$")) items.push(lines[++i]!);
+    else if (line.startsWith(":")) items.push(line.slice(1));
+  }
+  return items;
+}
+
 /**
  * A Redis server of a test's own, with no persistence (`--save "" --appendonly no`: a restart
  * comes back empty, as a Redis used as a doorbell does in production), on a port of its own so
@@ -91,6 +103,40 @@ export class PrivateRedis {
         throw new Error(`redis-server on port ${this.port} did not answer within ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
+  }
+
+  /**
+   * The channels subscribed on the server now, with how many subscribers each (`PUBSUB CHANNELS`
+   * then `PUBSUB NUMSUB`, spoken in RESP over a socket of its own).
+   */
+  async subscriptions(pattern = "*"): Promise<Map<string, number>> {
+    const channels = parseArray(await this.#command("PUBSUB", "CHANNELS", pattern));
+    if (channels.length === 0) return new Map();
+    const counts = parseArray(await this.#command("PUBSUB", "NUMSUB", ...channels));
+    const out = new Map<string, number>();
+    for (let i = 0; i + 1 < counts.length; i += 2) out.set(counts[i]!, Number(counts[i + 1]));
+    return out;
+  }
+
+  /** Sends one command and resolves with the whole raw reply (read until the socket is quiet for 50 ms). */
+  #command(...args: string[]): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const socket = createConnection({ host: "127.0.0.1", port: this.port });
+      let text = "";
+      let quiet: NodeJS.Timeout | undefined;
+      socket.once("error", reject);
+      socket.once("connect", () =>
+        socket.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join("")}`),
+      );
+      socket.on("data", (chunk) => {
+        text += chunk.toString();
+        clearTimeout(quiet);
+        quiet = setTimeout(() => {
+          socket.destroy();
+          resolve(text);
+        }, 50);
+      });
+    });
   }
 
   /** SIGKILLs the server (everything in it is lost) and waits until it is gone. */
