@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import * as net from "node:net";
 import { type Bus, busStats, InProcessBus, openBus, RedisBus } from "@unimatrix/service-kit/bus";
 import { eventually, TEST_REDIS_URL, testBusPrefix } from "@unimatrix/service-kit/testing";
@@ -172,6 +173,81 @@ function redisProxy(port: number) {
     },
   };
 }
+
+describe("redis bus through a Redis restart behind a proxy that keeps accepting", () => {
+  it("never holds a publish (each settles within the command timeout) and subscribes again on the fresh server", async () => {
+    // A redis-server of the test's own (no persistence; the shared one is never restarted) behind a
+    // proxy that accepts every connection and drops it when Redis is gone, as a mesh sidecar does.
+    const redisPort = await freePort();
+    const start = () =>
+      spawn("redis-server", ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+        stdio: "ignore",
+      });
+    let server = start();
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(redisPort, "127.0.0.1");
+      const drop = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on("error", drop).on("close", drop);
+      upstream.on("error", drop).on("close", drop);
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    const url = `redis://127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+    const prefix = testBusPrefix("restart");
+    const direct = new Redis(redisPort, "127.0.0.1", { retryStrategy: () => 50 });
+    direct.on("error", () => {});
+    const up = () => eventually(async () => (await direct.ping().catch(() => "")) === "PONG", "redis-server up");
+    await up();
+    const publisher = new RedisBus({ url, prefix });
+    const subscriber = new RedisBus({ url, prefix });
+    const pending = new Map<number, number>();
+    let slowest = 0;
+    let n = 0;
+    const timer = setInterval(() => {
+      const id = ++n;
+      const at = Date.now();
+      pending.set(id, at);
+      void publisher
+        .publish("cube:1", `m${id}`)
+        .catch(() => {})
+        .finally(() => {
+          pending.delete(id);
+          slowest = Math.max(slowest, Date.now() - at);
+        });
+    }, 5);
+    try {
+      await Promise.all([publisher.ready(), subscriber.ready()]);
+      const seen: string[] = [];
+      await subscriber.subscribe("cube:1", (m) => seen.push(m));
+      await eventually(() => seen.length > 0, "delivery before the restart");
+      const gone = new Promise((resolve) => server.once("exit", resolve));
+      server.kill("SIGKILL");
+      await gone;
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      server = start();
+      await up();
+      const after = n;
+      await eventually(
+        () => seen.some((m) => Number(m.slice(1)) > after),
+        "delivery through Redis after the restart",
+        10_000,
+      );
+      clearInterval(timer);
+      await eventually(() => pending.size === 0, "every publish to settle", 3_000);
+      expect(slowest).toBeLessThan(2_000);
+    } finally {
+      clearInterval(timer);
+      direct.disconnect();
+      await publisher.close();
+      await subscriber.close();
+      server.kill("SIGKILL");
+      await new Promise((resolve) => proxy.close(resolve));
+    }
+  });
+});
 
 describe("redis bus without redis", () => {
   it("opens without Redis, rings its own listeners at once and counts the failed publish", async () => {

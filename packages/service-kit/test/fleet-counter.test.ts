@@ -36,6 +36,59 @@ describe("fleet-wide stream counter", () => {
     expect(a.stats().localFallbacks + b.stats().localFallbacks).toBe(0);
   });
 
+  it("after Redis restarts empty, a replica writes its places back before it counts anything on the new server", async () => {
+    // A redis-server of the test's own, with no persistence, on a free port (the shared one is never restarted).
+    const probe = net.createServer();
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    const port = (probe.address() as net.AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+    const direct = new Redis(port, "127.0.0.1", { retryStrategy: () => 50 });
+    direct.on("error", () => {});
+    let server = spawn("redis-server", [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+    ]);
+    const answering = () => eventually(async () => (await direct.ping().catch(() => "")) === "PONG", "redis-server up");
+    try {
+      await answering();
+      const prefix = testBusPrefix("fleetrestart");
+      const a = counter(prefix, 60_000, `redis://127.0.0.1:${port}`);
+      await ready(a);
+      for (let i = 0; i < 3; i++) expect(await a.tryAdd("user:1", 3)).toBe(true);
+      const gone = new Promise((resolve) => server.once("exit", resolve));
+      server.kill("SIGKILL");
+      await gone;
+      await eventually(() => a.stats().degraded, "the counter to notice");
+      server = spawn("redis-server", [
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+      ]);
+      await answering();
+      await ready(a);
+      // The first decision on the new server already counts the three places it forgot: the renewal
+      // on "ready" writes them back ahead of any count (commands keep their order on one connection).
+      expect(await a.tryAdd("user:1", 3)).toBe(false);
+      expect(await a.count("user:1")).toBe(3);
+      await a.remove("user:1");
+      expect(await a.tryAdd("user:1", 3)).toBe(true);
+    } finally {
+      direct.disconnect();
+      server.kill("SIGKILL");
+    }
+  });
+
   it("frees a killed replica's places once their lease runs out", async () => {
     const prefix = testBusPrefix("fleetdead");
     const survivor = counter(prefix, 1_000);

@@ -1,3 +1,4 @@
+import { type ChildProcess, spawn } from "node:child_process";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { systemClock } from "@unimatrix/service-kit/clock";
 import { eventually, TEST_REDIS_URL, testBusPrefix } from "@unimatrix/service-kit/testing";
@@ -42,6 +43,92 @@ function redisProxy() {
     },
   };
 }
+
+/**
+ * A redis-server of the test's own with no persistence, on a free port (the shared Redis is never
+ * restarted): `restart()` SIGKILLs it and starts a fresh, empty one on the same port.
+ */
+async function privateRedis() {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const port = (probe.address() as { port: number }).port;
+  await new Promise((resolve) => probe.close(resolve));
+  let child: ChildProcess | undefined;
+  const start = async () => {
+    child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+      stdio: "ignore",
+    });
+    const direct = new Redis(port, "127.0.0.1", { lazyConnect: true, retryStrategy: () => 50 });
+    await eventually(async () => (await direct.ping().catch(() => "")) === "PONG", "redis-server to answer", 10_000);
+    direct.disconnect();
+  };
+  const kill = async () => {
+    const exited = new Promise((resolve) => child?.once("exit", resolve));
+    child?.kill("SIGKILL");
+    await exited;
+  };
+  await start();
+  const restart = async () => {
+    await kill();
+    await start();
+  };
+  return { url: `redis://127.0.0.1:${port}`, restart, stop: kill };
+}
+
+describe("gateway: the shared store through a Redis restart (it comes back empty)", () => {
+  it("writes back every replica's values (the freshest copy wins) and leases before anything counts on the new server", async () => {
+    const redis = await privateRedis();
+    const prefix = testBusPrefix("gw_restart");
+    const [storeA, storeB] = [0, 1].map(() => new SharedStore({ url: redis.url, prefix })) as [
+      SharedStore,
+      SharedStore,
+    ];
+    const direct = new Redis(redis.url, { retryStrategy: () => 100 });
+    direct.on("error", () => {});
+    try {
+      await Promise.all([storeA.settled(), storeB.settled()]);
+      const [valuesA, valuesB] = [storeA, storeB].map((s) => new SharedValues(s, "mcp:session", systemClock)) as [
+        SharedValues,
+        SharedValues,
+      ];
+      const [leasesA, leasesB] = [storeA, storeB].map((s) => new LeaseTable(s, "streams", systemClock)) as [
+        LeaseTable,
+        LeaseTable,
+      ];
+      // A session opened on A, changed on B (A's copy is older), one only A knows, one deleted.
+      await valuesA.set("s1", "opened", 60_000);
+      expect(await valuesB.get("s1")).toBe("opened");
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      await valuesB.set("s1", "seat attached", 60_000);
+      await valuesA.set("s2", "only on A", 60_000);
+      await valuesA.set("s3", "closed", 60_000);
+      await valuesA.delete("s3");
+      expect(await leasesA.acquire("cred", "a1", 3, 60_000)).toBe(true);
+      expect(await leasesB.acquire("cred", "b1", 3, 60_000)).toBe(true);
+      expect(await leasesB.acquire("cred", "b2", 3, 60_000)).toBe(true);
+
+      await redis.restart();
+      await eventually(async () => (await direct.dbsize().catch(() => -1)) > 0, "a replica to write back", 10_000);
+      await eventually(() => !storeA.degraded && !storeB.degraded, "both stores to reconnect", 10_000);
+      // Each store answers only once it has written back what it knows.
+      expect(await valuesA.get("s1")).toBe("seat attached");
+      expect(await valuesB.get("s1")).toBe("seat attached");
+      expect(await valuesB.get("s2")).toBe("only on A");
+      expect(await valuesA.get("s3")).toBeUndefined();
+      expect(await leasesA.count("cred")).toBe(3);
+      expect(await leasesB.acquire("cred", "b3", 3, 60_000)).toBe(false);
+      // An ordinary write after the write-back is never overwritten by a later one.
+      await valuesA.set("s1", "detached", 60_000);
+      expect(await valuesB.get("s1")).toBe("detached");
+      expect(await direct.exists(`${prefix}:gw:mcp:session:s1#written-back`)).toBe(0);
+    } finally {
+      direct.disconnect();
+      await storeA.close();
+      await storeB.close();
+      await redis.stop();
+    }
+  });
+});
 
 describe("gateway: the shared store through a Redis outage", () => {
   it("keeps serving what it wrote or read from this replica's memory while Redis is cut, and tells Redis what it wrote once it is back", async () => {

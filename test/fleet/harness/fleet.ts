@@ -23,6 +23,8 @@ export interface FleetOptions {
   readonly targets: Targets;
   /** Extra variables per service kind. */
   readonly env?: Partial<Record<ServiceKind, Record<string, string>>>;
+  /** The Redis behind the proxy (a private server's port); the shared one on 6379 unless told. */
+  readonly redisPort?: number;
 }
 
 /** A fresh Postgres database for one run (services keep fixed schema names, so a run gets its own database). */
@@ -77,7 +79,7 @@ export class Fleet {
   /** Starts every process and waits until each reports ready. */
   static async start(options: FleetOptions): Promise<Fleet> {
     const name = uniqueName(`fleet_${options.label}`);
-    const proxy = new RedisProxy();
+    const proxy = new RedisProxy("127.0.0.1", options.redisPort ?? 6379);
     await proxy.listen();
     const url = await createDatabase(name);
     const fleet = new Fleet(options, proxy, name, url, name.replaceAll("_", "-"));

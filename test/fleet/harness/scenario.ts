@@ -69,9 +69,9 @@ export class Scenario {
     this.#link = createClient(LinkService, Fleet.target(fleet.presence), undefined, ROUND_ROBIN);
   }
 
-  /** Seeds the world, opens every stream (waiting until each is live) and starts the load. */
-  static async start(fleet: Fleet, spread: McpSpread): Promise<Scenario> {
-    const world = await seedWorld(fleet.gatewayUrls()[0]!, 8, 4);
+  /** Seeds the world (`clients` credentials at least 8: the test may use those past the eighth), opens every stream (waiting until each is live) and starts the load. */
+  static async start(fleet: Fleet, spread: McpSpread, clients = 8): Promise<Scenario> {
+    const world = await seedWorld(fleet.gatewayUrls()[0]!, Math.max(8, clients), 4);
     const s = new Scenario(fleet, world);
     await s.#open(spread);
     s.#startLoad();

@@ -123,6 +123,11 @@ export interface RedisBusOptions {
 /** Marks a message sent by a bus of this build: `<mark><origin id><mark><message>`. */
 const ORIGIN_MARK = "\u001e";
 
+/** How long a bus command (publish, subscribe) may take before it fails (readers heal from the database). */
+const BUS_COMMAND_TIMEOUT_MS = 1_000;
+/** How soon a failed re-subscribe on a live connection is tried again. */
+const RESUBSCRIBE_RETRY_MS = 500;
+
 /**
  * Redis pub/sub with a publisher and a subscriber connection (a subscribed connection can do
  * nothing else). Both reconnect forever with capped backoff, and Redis may be unreachable from
@@ -156,6 +161,10 @@ export class RedisBus implements Bus {
       maxRetriesPerRequest: 1,
       // Commands fail at once while disconnected; subscriptions are (re)made on every "ready".
       enableOfflineQueue: false,
+      // A command sent as Redis went away may be neither answered nor failed (a proxy that accepts
+      // connections while Redis is gone resets ioredis's retry count on every attempt, so the
+      // per-request retry limit never fails it): a post-commit publish must not hold its caller.
+      commandTimeout: BUS_COMMAND_TIMEOUT_MS,
       retryStrategy: (attempt: number) => Math.min(50 * 2 ** attempt, 2_000),
     };
     this.#publisher = new Redis(options.url, { ...common, connectionName: `${options.prefix}-pub` });
@@ -192,7 +201,13 @@ export class RedisBus implements Bus {
     try {
       if (channels.length > 0) await this.#subscriber.subscribe(...channels);
     } catch (error) {
-      this.#logger?.warn({ err: error }, "redis re-subscribe failed; will retry on the next connect");
+      // Retried while this connection lasts (a closed one retries on its next "ready"): a
+      // subscriber that gave up here would hear nothing until the next reconnect, which may never come.
+      this.#logger?.warn({ err: error }, "redis re-subscribe failed; retrying");
+      const retry = setTimeout(() => {
+        if (!this.#closed && this.#subscriber.status === "ready") void this.#onSubscriberReady();
+      }, RESUBSCRIBE_RETRY_MS);
+      retry.unref();
       return;
     }
     const missedSome = this.#everReady || channels.length > 0;

@@ -1,4 +1,5 @@
 import type { Clock } from "@unimatrix/service-kit/clock";
+import type { Redis } from "ioredis";
 import type { SharedStore } from "./shared";
 
 // KEYS[1] = the set; ARGV = now, expiry, member, max, key ttl (ms). Drops expired members, then
@@ -17,7 +18,9 @@ return 1
  * Counted, expiring memberships: "at most `max` members per key", fleet-wide. Each member is a
  * sorted-set entry whose score is its expiry; its holder renews it (a heartbeat) and a member
  * nobody renews (its gateway died) stops counting when its lease runs out. While Redis is
- * unreachable the same rules apply to this replica's own members only.
+ * unreachable the same rules apply to this replica's own members only. When Redis comes back as
+ * another server (it restarted empty), this replica writes its members back at once, so a cap
+ * counts every holder again before anyone is let in on a count Redis forgot.
  */
 export class LeaseTable {
   readonly #local = new Map<string, Map<string, number>>();
@@ -28,7 +31,25 @@ export class LeaseTable {
     /** Key namespace inside the store, e.g. `streams`. */
     private readonly name: string,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    store.onRestart((redis) => this.#writeBack(redis));
+  }
+
+  /** Writes this replica's live members into a restarted (empty) Redis. */
+  async #writeBack(redis: Redis): Promise<void> {
+    const now = this.clock.now().getTime();
+    const pipeline = redis.pipeline();
+    for (const [key, members] of this.#local) {
+      let last = 0;
+      for (const [member, until] of members) {
+        if (until <= now) continue;
+        pipeline.zadd(this.#key(key), until, member);
+        last = Math.max(last, until);
+      }
+      if (last > now) pipeline.pexpire(this.#key(key), last - now);
+    }
+    for (const [error] of (await pipeline.exec()) ?? []) if (error) throw error;
+  }
 
   /** Takes (or keeps) `member`'s place under `key` for `leaseMs`; false when `max` others hold it. */
   async acquire(key: string, member: string, max: number, leaseMs: number): Promise<boolean> {

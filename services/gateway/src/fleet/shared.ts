@@ -14,6 +14,11 @@ export class SharedStore {
   readonly #logger: Logger | undefined;
   readonly #onDegraded: ((degraded: boolean) => void) | undefined;
   #degraded = false;
+  /** The `run_id` of the Redis server last connected to: another one means it restarted (empty, unless it persists). */
+  #runId: string | undefined;
+  /** Settles once the latest connection was checked for a restart (and what this replica knows written back). */
+  #checked: Promise<void> = Promise.resolve();
+  readonly #onRestart = new Set<(redis: Redis) => Promise<void>>();
 
   constructor(options: {
     url: string | undefined;
@@ -37,7 +42,12 @@ export class SharedStore {
       connectionName: `${options.prefix}-gateway`,
     });
     this.redis.on("error", (error: Error) => this.#logger?.debug({ err: error }, "gateway redis error"));
-    this.redis.on("ready", () => this.#setDegraded(false));
+    this.redis.on("ready", () => {
+      // Nothing asks Redis through `either` until this connection was checked for a restart.
+      const redis = this.redis!;
+      this.#checked = this.#checkRestart(redis);
+      this.#setDegraded(false);
+    });
     this.redis.on("close", () => this.#setDegraded(true));
   }
 
@@ -61,6 +71,33 @@ export class SharedStore {
     });
   }
 
+  /**
+   * Tells `listener` when Redis came back as another server (a new `run_id`: it restarted, and kept
+   * nothing without persistence), before anything else asks it: the listener writes back what this
+   * replica knows (its MCP sessions, the leases it holds). Listeners use `redis` directly.
+   */
+  onRestart(listener: (redis: Redis) => Promise<void>): void {
+    this.#onRestart.add(listener);
+  }
+
+  async #checkRestart(redis: Redis): Promise<void> {
+    try {
+      const info = await redis.info("server");
+      const runId = /^run_id:(\w+)/m.exec(info)?.[1];
+      const before = this.#runId;
+      this.#runId = runId;
+      if (before === undefined || runId === undefined || runId === before) return;
+      this.#logger?.warn("redis restarted (another run_id): writing back this replica's MCP sessions and leases");
+      for (const listener of this.#onRestart) {
+        await listener(redis).catch((error: unknown) =>
+          this.#logger?.warn({ err: error }, "writing back to a restarted redis failed"),
+        );
+      }
+    } catch (error) {
+      this.#logger?.debug({ err: error }, "gateway redis restart check failed");
+    }
+  }
+
   /** True while the fleet-wide structures count on this replica only. */
   get degraded(): boolean {
     return this.redis !== undefined && (this.#degraded || this.redis.status !== "ready");
@@ -71,6 +108,7 @@ export class SharedStore {
     const redis = this.redis;
     if (!redis) return local();
     if (redis.status === "ready") {
+      await this.#checked;
       try {
         const result = await shared(redis);
         if (this.#degraded) this.#setDegraded(false); // a timeout passed without a reconnect
