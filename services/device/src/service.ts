@@ -13,8 +13,8 @@ import {
 } from "@unimatrix/service-kit/service";
 import { PrismaClient } from "../generated/prisma/client";
 import { type DeviceConfig, deviceEnv, readDeviceConfig } from "./config";
+import type { DeviceDeps } from "./deps";
 import { auditHandlers } from "./handlers/audit";
-import type { DeviceDeps } from "./handlers/deps";
 import { deviceHandlers } from "./handlers/devices";
 import { enrollmentHandlers } from "./handlers/enrollment";
 import { placementHandlers } from "./handlers/placement";

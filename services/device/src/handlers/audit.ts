@@ -4,12 +4,12 @@ import { credentialKey } from "@unimatrix/service-kit/auth";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { optionalUuid, pageSize } from "@unimatrix/service-kit/rules";
 import { toAuditEvent } from "../convert";
+import type { DeviceDeps } from "../deps";
 import { CALLERS, listScope, scopeOf } from "../rules/access";
 import { auditTypeFilter } from "../rules/catalog";
 import { auditFilters, pageOf } from "../rules/paging";
 import { timeRange } from "../rules/request";
 import { listAudit } from "../store/audit";
-import type { DeviceDeps } from "./deps";
 
 /** AuditService: USER callers read their tenant's trail, CLIENT callers what they own, the operator all. */
 export function auditHandlers(deps: DeviceDeps): ServiceImpl<typeof AuditService> {

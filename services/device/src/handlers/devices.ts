@@ -5,6 +5,7 @@ import { UnauthenticatedError } from "@unimatrix/service-kit/errors";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { pageSize, requireUuid } from "@unimatrix/service-kit/rules";
 import { toDevice, toDevicePrincipal } from "../convert";
+import type { DeviceDeps } from "../deps";
 import { actorOf, CALLERS, leaseHolder, scopeOf } from "../rules/access";
 import { platform, statusFilter } from "../rules/catalog";
 import { heartbeatIntervalSeconds } from "../rules/leases";
@@ -12,7 +13,6 @@ import { deviceFilters, pageOf } from "../rules/paging";
 import { trimmed } from "../rules/request";
 import { authenticateDevice, enrollDevice, getDevice, listDevices, revokeDevice } from "../store/devices";
 import { acquireLease, heartbeatLease, releaseLease } from "../store/leases";
-import type { DeviceDeps } from "./deps";
 
 /** DeviceService: enrollment by token, device records, the device credential, the connection lease. */
 export function deviceHandlers(deps: DeviceDeps): ServiceImpl<typeof DeviceService> {

@@ -4,12 +4,12 @@ import { NotFoundError } from "@unimatrix/service-kit/errors";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit/rules";
 import { toEnrollToken } from "../convert";
+import type { DeviceDeps } from "../deps";
 import { actorOf, CALLERS, scopeOf, tokenOwner } from "../rules/access";
 import { ttlSeconds } from "../rules/enroll";
 import { pageOf } from "../rules/paging";
 import { trimmed } from "../rules/request";
 import { issueEnrollToken, knownSubject, listUnusedTokens, revokeEnrollToken } from "../store/tokens";
-import type { DeviceDeps } from "./deps";
 
 /** EnrollmentService: USER and CLIENT principals of a tenant (the operator none). */
 export function enrollmentHandlers(deps: DeviceDeps): ServiceImpl<typeof EnrollmentService> {

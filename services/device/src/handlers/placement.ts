@@ -2,9 +2,9 @@ import type { PlacementService } from "@unimatrix/contracts/unimatrix/device/v1/
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { requireUuid } from "@unimatrix/service-kit/rules";
 import { BEGIN_OUTCOME, END_OUTCOME, PLACE_OUTCOME, REBIND_OUTCOME, toPlacement } from "../convert";
+import type { DeviceDeps } from "../deps";
 import { actorOf, CALLERS, scopeOf } from "../rules/access";
 import { beginRun, endRun, getPlacement, placeSession, rebindSession } from "../store/placements";
-import type { DeviceDeps } from "./deps";
 
 /** PlacementService: USER/CLIENT principals (and the operator); a DEVICE may read its own placements. */
 export function placementHandlers(deps: DeviceDeps): ServiceImpl<typeof PlacementService> {

@@ -1,7 +1,7 @@
 import type { Clock } from "@unimatrix/service-kit/clock";
-import type { NotePublisher } from "../live/notes";
-import type { DevicePageTokens } from "../rules/paging";
-import type { Db } from "../store/rows";
+import type { NotePublisher } from "./live/notes";
+import type { DevicePageTokens } from "./rules/paging";
+import type { Db } from "./store/rows";
 
 /** What every handler of the device service is built from. */
 export interface DeviceDeps {
