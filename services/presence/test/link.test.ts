@@ -93,6 +93,33 @@ describe("link", () => {
     }
   });
 
+  test("links of many machines opened and closed at once commit in groups: each event once, in sequence order", async () => {
+    const { user, token, watch } = await setup("g00");
+    const tokens = [token];
+    for (let i = 1; i < 12; i++) {
+      tokens.push((await machines.registerMachine({ name: `g${String(i).padStart(2, "0")}` }, as(user))).token);
+    }
+    const opened = await Promise.all(tokens.map((t) => openLink(links, t)));
+    await watch.count(2 + 12, "12 linked");
+    for (const link of opened) link.call.end();
+    await Promise.all(opened.map((link) => link.responses.ended()));
+    await watch.count(2 + 24, "12 unlinked");
+    const seen = transitions(watch);
+    expect(seen.length).toBe(24);
+    const cursors = seen.map((e) => BigInt(e.split("@")[1] ?? "0"));
+    for (let i = 1; i < cursors.length; i++) expect(cursors[i]! > cursors[i - 1]!).toBe(true);
+    const names = (sign: string) =>
+      seen
+        .filter((e) => e.startsWith(sign))
+        .map((e) => e.slice(1).replace(/@\d+$/, ""))
+        .sort();
+    const all = Array.from({ length: 12 }, (_, i) => `g${String(i).padStart(2, "0")}`);
+    expect(names("+")).toEqual(all);
+    expect(names("-")).toEqual(all);
+    const listed = await machines.listMachines({}, as(user));
+    expect(listed.machines.every((m) => !m.linked)).toBe(true);
+  });
+
   test("concurrent opens of one machine leave exactly one link and one linked event", async () => {
     const { token, watch, linked } = await setup("racer");
     const opened = await Promise.all(Array.from({ length: 10 }, () => openLink(links, token)));

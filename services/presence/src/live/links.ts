@@ -4,6 +4,7 @@ import type { Clock } from "@unimatrix/service-kit/clock";
 import type { Logger } from "pino";
 import type { PresenceEvent } from "../store/rows";
 import type { TransitionStore } from "../store/transitions";
+import { LinkCommits } from "./link-commits";
 import { parseSignal, presenceChannel, publishSignal } from "./signal";
 
 /** How long a tenant's channel stays subscribed after its last link closed. */
@@ -38,6 +39,8 @@ export class LinkRegistry {
   readonly #chains = new Map<string, Promise<unknown>>();
   readonly #tenants = new Map<string, { count: number; sub: Promise<BusSubscription> }>();
   readonly #options: LinkRegistryOptions;
+  /** Link opens and closes, committed per tenant in groups (one WAL flush for what gathered meanwhile). */
+  readonly #commits: LinkCommits;
   /**
    * Set on graceful stop (a link saw the server's ShutdownReason): links end with `going_away`
    * and keep their ownership until the lease expires; reconcile stands down.
@@ -48,6 +51,7 @@ export class LinkRegistry {
 
   constructor(options: LinkRegistryOptions) {
     this.#options = options;
+    this.#commits = new LinkCommits(options.transitions);
   }
 
   get replicaId(): string {
@@ -94,7 +98,8 @@ export class LinkRegistry {
     try {
       await this.#serial(handle.machineId, async () => {
         const at = this.#options.clock.now();
-        const opened = await this.#options.transitions.linkOpened(
+        const opened = await this.#commits.open(
+          handle.tenantId,
           handle.machineId,
           { replicaId: this.#options.replicaId, linkId: handle.linkId, leaseExpiresAt: this.#lease() },
           at,
@@ -116,7 +121,8 @@ export class LinkRegistry {
       await this.#serial(handle.machineId, async () => {
         if (this.#byMachine.get(handle.machineId) === handle) this.#byMachine.delete(handle.machineId);
         if (this.dead || this.stopping) return;
-        const result = await this.#options.transitions.linkClosed(
+        const result = await this.#commits.close(
+          handle.tenantId,
           handle.machineId,
           handle.linkId,
           this.#options.clock.now(),

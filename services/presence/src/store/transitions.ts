@@ -75,6 +75,60 @@ export interface LinkOpened {
   readonly previous: { readonly replicaId: string; readonly linkId: string } | null;
 }
 
+/** What closing a link changed: the unlinked event, or null when the machine was not linked. */
+export interface LinkClosed {
+  readonly tenantId: string;
+  readonly event: PresenceEvent | null;
+}
+
+/** One transition of a batch (`linkBatch`): a link opened or a link closed. */
+export type LinkOp =
+  | { readonly kind: "open"; readonly machineId: string; readonly ownership: Ownership; readonly at: Date }
+  | { readonly kind: "close"; readonly machineId: string; readonly linkId: string; readonly at: Date };
+
+/** The outcome of one transition of a batch; `null` closed = the link was no longer current (nothing changed). */
+export type LinkOutcome =
+  | { readonly kind: "open"; readonly opened: LinkOpened }
+  | { readonly kind: "open"; readonly error: unknown }
+  | { readonly kind: "close"; readonly closed: LinkClosed | null };
+
+interface CloseRow {
+  o_status: string;
+  o_tenant: string | null;
+  o_seq: bigint | null;
+  o_name: string | null;
+}
+
+interface OpenRow extends CloseRow {
+  o_prev_replica: string | null;
+  o_prev_link: string | null;
+}
+
+function openedOf(row: OpenRow | undefined, machineId: string, at: Date): LinkOpened {
+  if (row?.o_status !== "ok" || !row.o_tenant) throw new UnauthenticatedError("machine is revoked");
+  const tenantId = row.o_tenant;
+  return {
+    tenantId,
+    event:
+      row.o_seq === null
+        ? null
+        : { seq: BigInt(row.o_seq), tenantId, machineId, name: row.o_name ?? "", linked: true, at },
+    previous: row.o_prev_replica && row.o_prev_link ? { replicaId: row.o_prev_replica, linkId: row.o_prev_link } : null,
+  };
+}
+
+function closedOf(row: CloseRow | undefined, machineId: string, at: Date): LinkClosed | null {
+  if (row?.o_status !== "ok" || !row.o_tenant) return null;
+  const tenantId = row.o_tenant;
+  return {
+    tenantId,
+    event:
+      row.o_seq === null
+        ? null
+        : { seq: BigInt(row.o_seq), tenantId, machineId, name: row.o_name ?? "", linked: false, at },
+  };
+}
+
 /** Transitions of machines: link opened, link closed, forced unlink. One transaction each. */
 export class TransitionStore {
   constructor(
@@ -88,30 +142,11 @@ export class TransitionStore {
    * trip (`presence_link_open`, see the link_functions migration).
    */
   async linkOpened(machineId: string, ownership: Ownership, at: Date): Promise<LinkOpened> {
-    const rows = await this.fast.$queryRaw<
-      {
-        o_status: string;
-        o_tenant: string | null;
-        o_seq: bigint | null;
-        o_name: string | null;
-        o_prev_replica: string | null;
-        o_prev_link: string | null;
-      }[]
-    >`SELECT o_status, o_tenant::text AS o_tenant, o_seq, o_name, o_prev_replica, o_prev_link::text AS o_prev_link
+    const rows = await this.fast.$queryRaw<OpenRow[]>`
+      SELECT o_status, o_tenant::text AS o_tenant, o_seq, o_name, o_prev_replica, o_prev_link::text AS o_prev_link
       FROM presence_link_open(${machineId}::uuid, ${ownership.replicaId}, ${ownership.linkId}::uuid,
         ${ownership.leaseExpiresAt}::timestamptz, ${at}::timestamptz)`;
-    const row = rows[0];
-    if (row?.o_status !== "ok" || !row.o_tenant) throw new UnauthenticatedError("machine is revoked");
-    const tenantId = row.o_tenant;
-    return {
-      tenantId,
-      event:
-        row.o_seq === null
-          ? null
-          : { seq: BigInt(row.o_seq), tenantId, machineId, name: row.o_name ?? "", linked: true, at },
-      previous:
-        row.o_prev_replica && row.o_prev_link ? { replicaId: row.o_prev_replica, linkId: row.o_prev_link } : null,
-    };
+    return openedOf(rows[0], machineId, at);
   }
 
   /**
@@ -120,27 +155,43 @@ export class TransitionStore {
    * before that instant (a surviving replica taking over a dead one's machines). One round trip
    * (`presence_link_close`).
    */
-  async linkClosed(
-    machineId: string,
-    linkId: string,
-    at: Date,
-    expiredBefore?: Date,
-  ): Promise<{ tenantId: string; event: PresenceEvent | null } | null> {
-    const rows = await this.fast.$queryRaw<
-      { o_status: string; o_tenant: string | null; o_seq: bigint | null; o_name: string | null }[]
-    >`SELECT o_status, o_tenant::text AS o_tenant, o_seq, o_name
+  async linkClosed(machineId: string, linkId: string, at: Date, expiredBefore?: Date): Promise<LinkClosed | null> {
+    const rows = await this.fast.$queryRaw<CloseRow[]>`
+      SELECT o_status, o_tenant::text AS o_tenant, o_seq, o_name
       FROM presence_link_close(${machineId}::uuid, ${linkId}::uuid, ${at}::timestamptz,
         ${expiredBefore ?? null}::timestamptz)`;
-    const row = rows[0];
-    if (row?.o_status !== "ok" || !row.o_tenant) return null;
-    const tenantId = row.o_tenant;
-    return {
-      tenantId,
-      event:
-        row.o_seq === null
-          ? null
-          : { seq: BigInt(row.o_seq), tenantId, machineId, name: row.o_name ?? "", linked: false, at },
-    };
+    return closedOf(rows[0], machineId, at);
+  }
+
+  /**
+   * Several opens and closes (of distinct machines, of one tenant) in one transaction, in the
+   * given order: one commit for all (`presence_link_batch`). Each outcome is what `linkOpened` or
+   * `linkClosed` would have answered for it (a revoked machine's open is its own error); a failed
+   * statement fails them all, and nothing was written.
+   */
+  async linkBatch(ops: readonly LinkOp[]): Promise<LinkOutcome[]> {
+    const kinds = ops.map((op) => op.kind);
+    const machines = ops.map((op) => op.machineId);
+    const links = ops.map((op) => (op.kind === "open" ? op.ownership.linkId : op.linkId));
+    const replicas = ops.map((op) => (op.kind === "open" ? op.ownership.replicaId : null));
+    // Instants as ISO text: every driver (pg, PGlite) passes a text array as is.
+    const leases = ops.map((op) => (op.kind === "open" ? op.ownership.leaseExpiresAt.toISOString() : null));
+    const ats = ops.map((op) => op.at.toISOString());
+    const rows = await this.fast.$queryRaw<(OpenRow & { o_index: number })[]>`
+      SELECT o_index, o_status, o_tenant::text AS o_tenant, o_seq, o_name, o_prev_replica,
+             o_prev_link::text AS o_prev_link
+      FROM presence_link_batch(${kinds}::text[], ${machines}::uuid[], ${links}::uuid[], ${replicas}::text[],
+        ${leases}::timestamptz[], ${ats}::timestamptz[])`;
+    const byIndex = new Map(rows.map((row) => [Number(row.o_index), row]));
+    return ops.map((op, i): LinkOutcome => {
+      const row = byIndex.get(i + 1);
+      if (op.kind === "close") return { kind: "close", closed: closedOf(row, op.machineId, op.at) };
+      try {
+        return { kind: "open", opened: openedOf(row, op.machineId, op.at) };
+      } catch (error) {
+        return { kind: "open", error };
+      }
+    });
   }
 
   /**
