@@ -288,6 +288,12 @@ if (unavailable)
       marks.writable = Date.now();
       process.stderr.write(`[db-faults] ${since(marks.writable)} writable again\n`);
       await progress(30, "after the read-only moment");
+      // Readiness comes back at the probe's next round (UMX_DB_PROBE_MS): wait for it to be seen.
+      await poll(
+        () => health.at(-1)?.status === "SERVING" && readyz.at(-1)?.status === "200",
+        "health SERVING and /readyz 200 after the read-only moment",
+        20_000,
+      );
 
       stop.abort();
       await Promise.all(load);
