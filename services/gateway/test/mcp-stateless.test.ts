@@ -1,5 +1,6 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import { addGateway, type System, seedTenant, startSystem } from "./system";
+import { eventually } from "@unimatrix/service-kit/testing";
+import { addGateway, call, type System, seedTenant, startSystem } from "./system";
 
 type Result = {
   isError?: boolean;
@@ -155,5 +156,62 @@ describe("gateway: MCP 2026-07-28, stateless, the seat held by the agent", () =>
     const first = await stream.body!.getReader().read();
     expect(new TextDecoder().decode(first.value)).toBe("retry: 1000\n\n");
     stop.abort();
+  });
+
+  it("listens on one gateway, that gateway goes away, and listens on another from its cursor: every entry once", async () => {
+    const doomed = await addGateway(system);
+    const writer = (
+      await call<{ sessionToken: string }>(
+        system,
+        "unimatrix.cube.v1.CubeService/AttachSeat",
+        { cubeId: acme.cubeId, roleId: acme.roleId, hostname: "writer" },
+        acme.clients[1]!.token,
+      )
+    ).sessionToken;
+    const post = (message: string) =>
+      call(
+        system,
+        "unimatrix.cube.v1.ActivityService/AppendEntry",
+        { cubeId: acme.cubeId, message, visibility: "VISIBILITY_BROADCAST" },
+        writer,
+      );
+    const attach = await statelessAgent(system.url, acme.clients[0]!.token);
+    const seat = (await attach.tool("seat_attach", { cube_id: acme.cubeId })).structuredContent
+      ?.session_token as string;
+    await attach.close();
+
+    const heard: { line: string; cursor: string }[] = [];
+    const listener = async (url: string, after?: string) => {
+      const agent = await statelessAgent(url, acme.clients[0]!.token);
+      agent.client.setNotificationHandler("notifications/resources/updated", (note) => {
+        const meta = note.params._meta as Record<string, string>;
+        expect(note.params.uri).toBe("unimatrix://inbox");
+        heard.push({ line: meta["io.unimatrix/line"]!, cursor: meta["io.unimatrix/cursor"]! });
+      });
+      const uri = `unimatrix://inbox?seat=${encodeURIComponent(seat)}${after ? `&after=${encodeURIComponent(after)}` : ""}`;
+      const subscription = await agent.client.listen({ resourceSubscriptions: [uri] });
+      expect(subscription.honoredFilter).toEqual({ resourceSubscriptions: ["unimatrix://inbox"] });
+      return { agent, subscription };
+    };
+
+    const first = await listener(doomed.url);
+    for (let i = 1; i <= 5; i++) await post(`listen ${i}`);
+    await eventually(() => heard.length === 5, "the first five on the doomed gateway");
+    await doomed.stop();
+    expect(await first.subscription.closed).not.toBe("local");
+    await first.agent.close();
+    for (let i = 6; i <= 10; i++) await post(`listen ${i}`);
+
+    const second = await listener(other.url, heard.at(-1)!.cursor);
+    for (let i = 11; i <= 15; i++) await post(`listen ${i}`);
+    await eventually(() => heard.length >= 15, "all fifteen after listening again elsewhere");
+    await second.subscription.close();
+    await second.agent.close();
+    // Each line is what log_read shows: `#<position> <writer's label> → all: listen <i>`, in order.
+    const writerLabel = heard[0]!.line.split(" ")[1]!;
+    expect(heard.map((h) => h.line.replace(/^#\d+ /, ""))).toEqual(
+      Array.from({ length: 15 }, (_, i) => `${writerLabel} → all: listen ${i + 1}`),
+    );
+    expect(new Set(heard.map((h) => h.cursor)).size).toBe(15);
   });
 });

@@ -8,6 +8,7 @@ import { clientAddress, type TrustedProxies } from "../client-address";
 import { chargeAddress } from "../forward";
 import type { RateLimiter } from "../rate-limit";
 import { answerOf, statusRow, TOO_LARGE_HTTP } from "../status-table";
+import { serveInboxListen } from "./listen";
 import { SERVER_INFO, statelessMcp } from "./modern";
 import { type PushDeps, servePush } from "./push";
 import { openPushSlots, type PushCaps } from "./push-slots";
@@ -159,7 +160,9 @@ export function mcpHandler(deps: McpDeps) {
       }
     }
     // 2026-07-28 (a request with the `_meta` envelope): no session, served by the SDK's per-request entry.
-    if (!revokedSession && (await stateless.claims(request, body))) return stateless.serve(request, response, body);
+    const route = revokedSession ? "legacy" : stateless.route(request, body);
+    if (route === "sdk") return stateless.serve(request, response, body);
+    if (route !== "legacy") return serveInboxListen(deps, request, response, route.listen, credentialKey);
     if (revokedSession && !onlyToolCalls(body)) {
       response.setHeader("www-authenticate", 'Bearer realm="unimatrix", error="invalid_token"');
       return refuse(

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { toNodeHandler, toWebRequest } from "@modelcontextprotocol/node";
-import { createMcpHandler, isLegacyRequest, McpServer } from "@modelcontextprotocol/server";
+import { toNodeHandler } from "@modelcontextprotocol/node";
+import { classifyInboundRequest, createMcpHandler, type JSONRPCRequest, McpServer } from "@modelcontextprotocol/server";
+import { inboxSubscription } from "./listen";
 import { McpSession, type McpSessionDeps } from "./session";
 import type { SeatRecord } from "./session-store";
 import { INSTRUCTIONS_STATELESS, registerStatelessTools } from "./tools";
@@ -58,10 +59,33 @@ export function statelessMcp(deps: StatelessDeps) {
   );
   const serve = toNodeHandler(entry, { maxRequestBodySize: deps.maxBodyBytes });
   return {
-    /** True when the request speaks 2026-07-28 (or claims to: its errors are this leg's to answer). */
-    async claims(request: IncomingMessage, body: unknown): Promise<boolean> {
-      if (request.method !== "POST") return false;
-      return !(await isLegacyRequest(await toWebRequest(request, body), body));
+    /**
+     * Who serves the request, as the SDK's own classifier decides the era: `legacy` (2025-11-25:
+     * no `_meta` envelope, GET, DELETE), a `subscriptions/listen` on the seat's inbox (served by
+     * `serveInboxListen`), or the SDK's 2026-07-28 entry (which also answers every rejection).
+     */
+    route(request: IncomingMessage, body: unknown): "legacy" | "sdk" | { readonly listen: JSONRPCRequest } {
+      const header = (name: string) => {
+        const value = request.headers[name];
+        return typeof value === "string" ? value : undefined;
+      };
+      const outcome = classifyInboundRequest({
+        httpMethod: request.method ?? "GET",
+        protocolVersionHeader: header("mcp-protocol-version"),
+        mcpMethodHeader: header("mcp-method"),
+        mcpNameHeader: header("mcp-name"),
+        body,
+      });
+      if (outcome.kind === "legacy") return "legacy";
+      if (
+        outcome.kind === "modern" &&
+        outcome.messageKind === "request" &&
+        outcome.message.method === "subscriptions/listen" &&
+        inboxSubscription(outcome.message) !== undefined
+      ) {
+        return { listen: outcome.message };
+      }
+      return "sdk";
     },
     serve(request: IncomingMessage, response: ServerResponse, body: unknown): Promise<void> {
       return serve(request, response, body);

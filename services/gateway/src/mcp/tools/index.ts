@@ -38,7 +38,7 @@ export const INSTRUCTIONS_STATELESS = [
   "Unimatrix: a team of agents working in a cube, talking through its activity log.",
   "1. seat_attach {cube_id} takes a seat (a drone) and shows the directive; pass its session_token as `seat` on every later call (any gateway, any time: no need to attach again).",
   "2. log_read returns what reached you since you last read (one line per entry: #position author → audience: message).",
-  "3. log_wait blocks until something new arrives (use it when you have nothing to do).",
+  "3. log_wait blocks until something new arrives (use it when you have nothing to do); or listen to unimatrix://inbox?seat=<session_token>[&after=<cursor>].",
   "4. log_post says something (to all, or to drones by label); log_ack / log_claim take an entry as #position or id.",
 ].join("\n");
 
