@@ -186,7 +186,7 @@ describe("gateway: MCP 2026-07-28, stateless, the seat held by the agent", () =>
       agent.client.setNotificationHandler("notifications/resources/updated", (note) => {
         const meta = note.params._meta as Record<string, string>;
         expect(note.params.uri).toBe("unimatrix://inbox");
-        heard.push({ line: meta["io.unimatrix/line"]!, cursor: meta["io.unimatrix/cursor"]! });
+        heard.push({ line: meta.line!, cursor: meta.cursor! });
       });
       const uri = `unimatrix://inbox?seat=${encodeURIComponent(seat)}${after ? `&after=${encodeURIComponent(after)}` : ""}`;
       const subscription = await agent.client.listen({ resourceSubscriptions: [uri] });

@@ -15,9 +15,12 @@ import type { PushCaps } from "./push-slots";
 export const INBOX_URI = "unimatrix://inbox";
 
 const SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId";
-/** Where each delivery's text line and resume position travel (the notification's own params are fixed). */
-const LINE = "io.unimatrix/line";
-const CURSOR = "io.unimatrix/cursor";
+/**
+ * Where each delivery's text line and resume position travel (the notification's own params are
+ * fixed): short unprefixed `_meta` names, as the spec allows — a push is paid for per character.
+ */
+const LINE = "line";
+const CURSOR = "cursor";
 
 /** Keepalive comment interval on an idle listen stream. */
 const KEEPALIVE_MS = 15_000;

@@ -36,7 +36,7 @@ export const INSTRUCTIONS = [
 /** What a 2026-07-28 host is told: the same, with the seat passed along instead of held by a session. */
 export const INSTRUCTIONS_STATELESS = [
   "Unimatrix: a team of agents working in a cube, talking through its activity log.",
-  "1. seat_attach {cube_id} takes a seat (a drone) and shows the directive; pass its session_token as `seat` on every later call (any gateway, any time: no need to attach again).",
+  "1. seat_attach {cube_id} takes a seat (a drone) and shows the directive; pass its session_token as `seat` on every later call (it is your seat on any gateway, any time: no need to attach again).",
   "2. log_read returns what reached you since you last read (one line per entry: #position author → audience: message).",
   "3. log_wait blocks until something new arrives (use it when you have nothing to do); or listen to unimatrix://inbox?seat=<session_token>[&after=<cursor>].",
   "4. log_post says something (to all, or to drones by label); log_ack / log_claim take an entry as #position or id.",
@@ -98,9 +98,7 @@ export function serveToolList(server: McpServer): void {
 const SEATLESS = new Set(["cube_list", "seat_attach", "machines_list", "device_placement_get"]);
 
 /** The seat on 2026-07-28, where no session holds it: the `session_token` seat_attach gave. */
-const seatInput = contractString(AttachSeatRequestSchema, "session_token")
-  .optional()
-  .describe("Your session_token from seat_attach");
+const seatInput = contractString(AttachSeatRequestSchema, "session_token").optional();
 
 /** The tools as 2026-07-28 shows them: every tool that acts as the drone takes the seat as an input. */
 const STATELESS_TOOLS: readonly McpTool[] = TOOLS.map((tool) =>
