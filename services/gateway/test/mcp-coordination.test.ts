@@ -66,13 +66,14 @@ describe("gateway: MCP coordination tools (issue 16)", () => {
       for (const t of tools) {
         expect(t.title).toBeTruthy();
         expect(t.outputSchema?.type).toBe("object");
-        // Hints at their spec defaults are left out: a reader says only readOnlyHint; a writer says it
-        // destroys nothing (and whether it may be repeated). None reaches outside Unimatrix.
+        // Hints at their spec defaults are left out: a reader says only readOnlyHint; a writer says
+        // whether it destroys (only directive_update replaces what was there) and whether it may be
+        // repeated. None reaches outside Unimatrix.
         expect(t.annotations).toEqual(
           t.annotations?.readOnlyHint
             ? { readOnlyHint: true, openWorldHint: false }
             : {
-                destructiveHint: false,
+                destructiveHint: t.name === "directive_update",
                 openWorldHint: false,
                 ...(t.annotations?.idempotentHint ? { idempotentHint: true } : {}),
               },
