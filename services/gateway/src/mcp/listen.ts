@@ -12,7 +12,7 @@ import { activityStep, type PushDeps } from "./push";
 import type { PushCaps } from "./push-slots";
 
 /** The resource a 2026-07-28 agent listens to: its seat's deliveries. */
-export const INBOX_URI = "unimatrix://inbox";
+const INBOX_URI = "unimatrix://inbox";
 
 const SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId";
 /**
