@@ -219,6 +219,7 @@ export function entryToWire({ row, state }: ItemRow): MessageInitShape<typeof En
     replyCount: state.replyCount,
     expectsReply: row.expectsReply,
     question: row.question,
+    answerEntryId: row.answerEntryId ?? "",
     seatState: row.seatState ? { state: seatStateToWire(row.seatState), note: row.seatStateNote ?? "" } : undefined,
   };
 }

@@ -214,4 +214,104 @@ describe("gateway: MCP 2026-07-28, stateless, the seat held by the agent", () =>
     );
     expect(new Set(heard.map((h) => h.cursor)).size).toBe(15);
   });
+
+  it("asks the cube's humans as a task: working until a person answers, then completed, on any gateway", async () => {
+    const humanRole = await call<{ role: { id: string } }>(
+      system,
+      "unimatrix.cube.v1.CubeService/CreateRole",
+      { cubeId: acme.cubeId, name: "human", humanSeat: true, canBroadcast: true },
+      acme.user,
+    );
+    const human = await call<{ sessionToken: string }>(
+      system,
+      "unimatrix.cube.v1.CubeService/AttachSeat",
+      { cubeId: acme.cubeId, roleId: humanRole.role.id },
+      acme.clients[1]!.token,
+    );
+    const agent = await statelessAgent(system.url, acme.clients[0]!.token);
+    const seat = (await agent.tool("seat_attach", { cube_id: acme.cubeId })).structuredContent?.session_token as string;
+    await agent.close();
+
+    let id = 0;
+    /** One 2026-07-28 request as any HTTP client sends it (the tasks extension declared). */
+    const rpc = async (
+      url: string,
+      method: string,
+      params: Record<string, unknown>,
+      bearer = acme.clients[0]!.token,
+    ) => {
+      const name = (params.name ?? params.taskId) as string | undefined;
+      const answer = await fetch(`${url}/mcp`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${bearer}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": method,
+          ...(name ? { "mcp-name": name } : {}),
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: ++id,
+          method,
+          params: {
+            ...params,
+            _meta: {
+              "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+              "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
+            },
+          },
+        }),
+      });
+      return (await answer.json()) as { result?: Record<string, unknown>; error?: { code: number; message: string } };
+    };
+
+    const asked = await rpc(system.url, "tools/call", {
+      name: "log_post",
+      arguments: { seat, message: "May I restart the billing workers?", ask_human: true },
+    });
+    expect(asked.result).toMatchObject({ resultType: "task", status: "working", pollIntervalMs: 2000 });
+    const taskId = asked.result!.taskId as string;
+    const question = asked.result!.structuredContent as { n: number; id: string };
+
+    // Polled on the other gateway: still working.
+    const waiting = await rpc(other.url, "tasks/get", { taskId });
+    expect(waiting.result).toMatchObject({ taskId, status: "working", resultType: "complete" });
+
+    // A person answers (a human seat's reply): the task completes with the answer, on either gateway.
+    await call(
+      system,
+      "unimatrix.cube.v1.ActivityService/AppendEntry",
+      {
+        cubeId: acme.cubeId,
+        message: "Yes, one at a time.",
+        visibility: "VISIBILITY_BROADCAST",
+        replyToEntryId: question.id,
+      },
+      human.sessionToken,
+    );
+    for (const url of [other.url, system.url]) {
+      const done = await rpc(url, "tasks/get", { taskId });
+      expect(done.result).toMatchObject({ taskId, status: "completed" });
+      const result = done.result!.result as { content: { text: string }[] };
+      expect(result.content[0]!.text).toMatch(
+        new RegExp(`^answer to #${question.n}: #\\d+ \\S+ → all \\(reply\\): Yes, one at a time\\.$`),
+      );
+    }
+
+    // Cancel is acknowledged; an unknown task, or another credential's, is an invalid taskId.
+    expect((await rpc(other.url, "tasks/cancel", { taskId })).result).toMatchObject({ resultType: "complete" });
+    expect((await rpc(other.url, "tasks/get", { taskId: "made-up" })).error?.code).toBe(-32602);
+    expect((await rpc(other.url, "tasks/get", { taskId }, acme.clients[1]!.token)).error).toMatchObject({
+      code: -32602,
+      message: expect.stringContaining("unknown task"),
+    });
+
+    // Without the extension declared, the same ask answers at once with the posted question.
+    const plain = await statelessAgent(system.url, acme.clients[0]!.token);
+    const posted = await plain.tool("log_post", { seat, message: "Another question?", ask_human: true });
+    expect(posted.content[0]!.text).toMatch(/^posted #\d+$/);
+    await plain.close();
+  });
 });

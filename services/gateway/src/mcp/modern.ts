@@ -4,6 +4,7 @@ import { classifyInboundRequest, createMcpHandler, type JSONRPCRequest, McpServe
 import { inboxSubscription } from "./listen";
 import { McpSession, type McpSessionDeps } from "./session";
 import type { SeatRecord } from "./session-store";
+import { QuestionTasks, TASKS_EXTENSION } from "./tasks";
 import { INSTRUCTIONS_STATELESS, registerStatelessTools } from "./tools";
 
 /** The name and version the gateway reports to MCP clients. */
@@ -34,6 +35,7 @@ async function bearerSeat(deps: McpSessionDeps, authorization: string): Promise<
  * check happen before (the `/mcp` door in `handler.ts`).
  */
 export function statelessMcp(deps: StatelessDeps) {
+  const tasks = new QuestionTasks(deps.internalKey);
   const entry = createMcpHandler(
     async ({ requestInfo }) => {
       const authorization = requestInfo?.headers.get("authorization") ?? "";
@@ -41,14 +43,15 @@ export function statelessMcp(deps: StatelessDeps) {
       const seat = await bearerSeat(deps, authorization);
       const session = new McpSession(deps, { credentialKey, seat }, authorization, async () => undefined);
       const server = new McpServer(SERVER_INFO, {
-        capabilities: { tools: {} },
+        capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } },
         instructions: INSTRUCTIONS_STATELESS,
         cacheHints: {
           "tools/list": { ttlMs: LIST_TTL_MS, cacheScope: "public" },
           "server/discover": { ttlMs: LIST_TTL_MS, cacheScope: "public" },
         },
       });
-      registerStatelessTools(server, session);
+      registerStatelessTools(server, session, tasks);
+      tasks.register(server, session);
       return server;
     },
     {

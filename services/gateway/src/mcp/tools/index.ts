@@ -5,6 +5,7 @@ import { AttachSeatRequestSchema } from "@unimatrix/contracts/unimatrix/cube/v1/
 import { z } from "zod";
 import { contractString } from "../contract-schema";
 import type { McpSession } from "../session";
+import { type QuestionTasks, wantsTasks } from "../tasks";
 import { cubeGet } from "./cube-get";
 import { cubeList } from "./cube-list";
 import { decisionList } from "./decision-list";
@@ -113,7 +114,7 @@ let statelessList: ListToolsResult | undefined;
  * drone the call acts as; without one the call acts as the bearer (a drone session token as
  * bearer is its own seat).
  */
-export function registerStatelessTools(server: StatelessServer, session: McpSession): void {
+export function registerStatelessTools(server: StatelessServer, session: McpSession, tasks?: QuestionTasks): void {
   for (const tool of STATELESS_TOOLS) {
     server.registerTool(
       tool.name,
@@ -124,10 +125,18 @@ export function registerStatelessTools(server: StatelessServer, session: McpSess
         outputSchema: z.object(tool.output),
         annotations: tool.annotations,
       },
-      (async ({ seat, ...input }: Record<string, unknown>, ctx: { mcpReq: { signal: AbortSignal } }) =>
+      (async (
+        { seat, ...input }: Record<string, unknown>,
+        ctx: { mcpReq: { signal: AbortSignal; envelope?: unknown } },
+      ) =>
         session.guard(async () => {
           if (typeof seat === "string") await session.useSeat(seat);
-          return tool.run(session, input as never, ctx.mcpReq.signal);
+          const result = await tool.run(session, input as never, ctx.mcpReq.signal);
+          // A question to the cube's humans, from a host that takes tasks: a handle to poll, not a wait.
+          if (tasks && tool.name === "log_post" && input.ask_human === true && !result.isError && wantsTasks(ctx)) {
+            return tasks.create(session, result.structuredContent as { n: number; id: string }) as never;
+          }
+          return result;
         }, tool.name)) as never,
     );
   }
