@@ -6,7 +6,8 @@ import type { RunningCube } from "@unimatrix/cube";
 import { eventually } from "@unimatrix/service-kit/testing";
 import type { BrowserContext, Page } from "playwright-core";
 import { checkPage, launchChromium, mcpAgent } from "./console-browser";
-import { call, type System, seedTenant, startSystem } from "./system";
+import { modernRpc } from "./mcp-2026";
+import { addGateway, call, type System, seedTenant, startSystem } from "./system";
 
 const GATEWAY = resolve(__dirname, "..");
 const ACTIVITY = "unimatrix.cube.v1.ActivityService";
@@ -212,6 +213,40 @@ describe("console: questions, threads, receipts, claims, seat state", () => {
       expect(read.replies![0]!.recipientDroneIds).toEqual([seat.drone_id, operator.drone.id]);
     } finally {
       await agent.close();
+    }
+  }, 120_000);
+
+  it("an agent on MCP 2026-07-28 asks as a task; a person answers in the console; tasks/get on another gateway completes", async () => {
+    const other = await addGateway(system);
+    const rpc = modernRpc(team.clients[0]!.token);
+    try {
+      const seat = await rpc(system.url, "tools/call", { name: "seat_attach", arguments: { cube_id: team.cubeId } });
+      const token = (seat.result!.structuredContent as { session_token: string }).session_token;
+      const asked = await rpc(system.url, "tools/call", {
+        name: "log_post",
+        arguments: { seat: token, message: "Shall I rotate the staging keys now?", ask_human: true },
+      });
+      expect(asked.result).toMatchObject({ resultType: "task", status: "working" });
+      const taskId = asked.result!.taskId as string;
+      const question = asked.result!.structuredContent as { n: number; id: string };
+      expect((await rpc(other.url, "tasks/get", { taskId })).result).toMatchObject({ status: "working" });
+
+      const card = page.getByRole("region", { name: "Questions to answer" });
+      const row = card.locator(`li[data-question-id="${question.id}"]`);
+      await row.getByText("Shall I rotate the staging keys now?").waitFor();
+      const label = (await row.locator(".author").textContent()) ?? "";
+      await row.getByRole("textbox", { name: `Answer ${label}` }).click();
+      await page.keyboard.type("Yes, and tell the team when done.");
+      await row.getByRole("button", { name: "Send answer" }).click();
+      await row.waitFor({ state: "detached" });
+
+      // The other gateway, which served nothing of this agent before, sees the task completed.
+      const done = await rpc(other.url, "tasks/get", { taskId });
+      expect(done.result).toMatchObject({ taskId, status: "completed" });
+      const text = (done.result!.result as { content: { text: string }[] }).content[0]!.text;
+      expect(text).toMatch(new RegExp(`^answer to #${question.n}: #\\d+ .+: Yes, and tell the team when done\\.$`));
+    } finally {
+      await other.stop();
     }
   }, 120_000);
 

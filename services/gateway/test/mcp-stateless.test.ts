@@ -1,5 +1,6 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { eventually } from "@unimatrix/service-kit/testing";
+import { modernRpc } from "./mcp-2026";
 import { addGateway, call, type System, seedTenant, startSystem } from "./system";
 
 type Result = {
@@ -232,40 +233,7 @@ describe("gateway: MCP 2026-07-28, stateless, the seat held by the agent", () =>
     const seat = (await agent.tool("seat_attach", { cube_id: acme.cubeId })).structuredContent?.session_token as string;
     await agent.close();
 
-    let id = 0;
-    /** One 2026-07-28 request as any HTTP client sends it (the tasks extension declared). */
-    const rpc = async (
-      url: string,
-      method: string,
-      params: Record<string, unknown>,
-      bearer = acme.clients[0]!.token,
-    ) => {
-      const name = (params.name ?? params.taskId) as string | undefined;
-      const answer = await fetch(`${url}/mcp`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${bearer}`,
-          "content-type": "application/json",
-          accept: "application/json, text/event-stream",
-          "mcp-protocol-version": "2026-07-28",
-          "mcp-method": method,
-          ...(name ? { "mcp-name": name } : {}),
-        },
-        body: JSON.stringify({
-          jsonrpc: "2.0",
-          id: ++id,
-          method,
-          params: {
-            ...params,
-            _meta: {
-              "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-              "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
-            },
-          },
-        }),
-      });
-      return (await answer.json()) as { result?: Record<string, unknown>; error?: { code: number; message: string } };
-    };
+    const rpc = modernRpc(acme.clients[0]!.token);
 
     const asked = await rpc(system.url, "tools/call", {
       name: "log_post",
