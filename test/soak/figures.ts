@@ -1,6 +1,7 @@
 // What the soak measures and how it reduces it: per process the series of its /metrics that creep
 // when something leaks (resident memory, heap, handles, descriptors, feed backlog), the database's
 // connections, and the least-squares slope of each per hour; request latencies per quarter.
+import { percentile } from "@unimatrix/service-kit/testing";
 import type { Ledger } from "../fleet/harness/ledger";
 import type { FleetProcess } from "../fleet/harness/processes";
 
@@ -48,20 +49,8 @@ export async function scrape(process: FleetProcess): Promise<Partial<Record<Proc
   return figures;
 }
 
-/** Least-squares slope of `points` (x in ms), per hour; NaN with fewer than two distinct x. */
-export function slopePerHour(points: readonly { x: number; y: number }[]): number {
-  const n = points.length;
-  if (n < 2) return Number.NaN;
-  const mx = points.reduce((s, p) => s + p.x, 0) / n;
-  const my = points.reduce((s, p) => s + p.y, 0) / n;
-  let num = 0;
-  let den = 0;
-  for (const p of points) {
-    num += (p.x - mx) * (p.y - my);
-    den += (p.x - mx) ** 2;
-  }
-  return den === 0 ? Number.NaN : (num / den) * 3_600_000;
-}
+/** Whether a figure is memory (its slope is taken through the floors: see `floors`). */
+export const isMemory = (figure: ProcessFigure): boolean => figure.endsWith("_mb");
 
 /** Samples taken after the warm-up (the first `warmup` share of the run: heaps, pools and JIT settle). */
 export function steady(samples: readonly Sample[], runMs: number, warmup: number): Sample[] {
@@ -84,7 +73,6 @@ export function p99PerQuarter(ledger: Ledger, from: number, to: number): { p99: 
       )
       .map((r) => r.endedAt - r.startedAt)
       .sort((a, b) => a - b);
-    const p99 = latencies[Math.min(latencies.length - 1, Math.floor(0.99 * latencies.length))] ?? Number.NaN;
-    return { p99, calls: latencies.length };
+    return { p99: percentile(latencies, 99), calls: latencies.length };
   });
 }

@@ -4,22 +4,28 @@
 // links cycling) plus acks and claim/release through MCP, for SOAK_MINUTES (default 30). Every
 // SOAK_SAMPLE_SECONDS each process's /metrics and the database's connections are sampled; after a
 // warm-up (SOAK_WARMUP, a share of the run, default 0.2) the least-squares slope per hour of each
-// is printed, with the p99 of the calls per quarter of the run and whether every stream still got
+// is printed (memory through the lowest sample of every SOAK_WINDOW_SAMPLES, default 4: the floor
+// the collector leaves, which a leak lifts), with the p99 of the calls per quarter of the run and whether every stream still got
 // the log exactly once. BENCH lines: soak.{rss_mb,heap_mb,handles,fds,backlog}_per_h.<process>,
 // soak.db_conns_per_h, soak.backlog_per_h, soak.p99_ms.q1..q4.
-import { bench, loadAverage, TEST_DATABASE_URL } from "@unimatrix/service-kit/testing";
+import { bench, floors, loadAverage, slopePerHour, TEST_DATABASE_URL } from "@unimatrix/service-kit/testing";
 import pg from "pg";
 import { Fleet } from "../fleet/harness/fleet";
 import type { McpAgent } from "../fleet/harness/mcp";
 import { buildResult, summary } from "../fleet/harness/report";
 import { Scenario } from "../fleet/harness/scenario";
 import { pause } from "../fleet/harness/streams";
-import { PROCESS_FIGURES, p99PerQuarter, type Sample, scrape, slopePerHour, steady } from "./figures";
+import { isMemory, PROCESS_FIGURES, p99PerQuarter, type Sample, scrape, steady } from "./figures";
 
 const MINUTES = Number(process.env.SOAK_MINUTES ?? 30);
 const SAMPLE_SECONDS = Number(process.env.SOAK_SAMPLE_SECONDS ?? Math.min(30, Math.max(5, (MINUTES * 60) / 60)));
 const WARMUP = Number(process.env.SOAK_WARMUP ?? 0.2);
-for (const [name, value] of Object.entries({ SOAK_MINUTES: MINUTES, SOAK_SAMPLE_SECONDS: SAMPLE_SECONDS }))
+const WINDOW = Number(process.env.SOAK_WINDOW_SAMPLES ?? 4);
+for (const [name, value] of Object.entries({
+  SOAK_MINUTES: MINUTES,
+  SOAK_SAMPLE_SECONDS: SAMPLE_SECONDS,
+  SOAK_WINDOW_SAMPLES: WINDOW,
+}))
   if (!(value > 0)) throw new Error(`${name} must be a positive number`);
 if (!(WARMUP >= 0 && WARMUP < 1)) throw new Error("SOAK_WARMUP must be a share of the run in [0, 1)");
 
@@ -107,7 +113,8 @@ async function main(): Promise<number> {
     const runMs = loadEnd - loadStart;
     const kept = steady(samples, runMs, WARMUP);
     note(
-      `\nslopes per hour over ${kept.length} of ${samples.length} samples (after ${fmt(WARMUP * 100, 0)}% warm-up):`,
+      `\nslopes per hour over ${kept.length} of ${samples.length} samples (after ${fmt(WARMUP * 100, 0)}% warm-up; ` +
+        `memory through the lowest of every ${WINDOW}):`,
     );
     note(`  ${"process".padEnd(12)} ${PROCESS_FIGURES.map((f) => `${f}: first → last (per h)`.padEnd(30)).join(" ")}`);
     let backlog: { x: number; y: number }[] = kept.map((s) => ({ x: s.at, y: 0 }));
@@ -121,7 +128,7 @@ async function main(): Promise<number> {
           cells.push("-".padEnd(30));
           continue;
         }
-        const slope = slopePerHour(points);
+        const slope = slopePerHour(isMemory(figure) ? floors(points, WINDOW) : points);
         cells.push(`${fmt(points[0]!.y, 1)} → ${fmt(points.at(-1)!.y, 1)} (${fmt(slope)})`.padEnd(30));
         if (figure === "backlog") {
           backlog = backlog.map((b) => ({ ...b, y: b.y + (points.find((pt) => pt.x === b.x)?.y ?? 0) }));
