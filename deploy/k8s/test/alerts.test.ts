@@ -1,9 +1,9 @@
 // The chart's alerts (unimatrix/files/alerts.yaml) through the real promtool (Debian's prometheus
 // package; .ci/run installs it): `promtool check rules`, then `promtool test rules` with a firing
-// and a quiet case per alert (alerts.promtool.yaml); the PrometheusRule the chart renders holds
+// and a quiet case per alert (alerts/<group>.promtool.yaml); the PrometheusRule the chart renders holds
 // exactly that file; every alert carries a severity, a summary and a runbook the README explains.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import YAML from "yaml";
@@ -11,7 +11,11 @@ import { defaultValues, examplesDir, mergeValues, readYaml, root, withValue } fr
 import { helmTemplate } from "./helm";
 import { alertGroups, alertRules, alertsFile } from "./promql";
 
-const casesFile = join(__dirname, "alerts.promtool.yaml");
+/** The promtool case files, one per rule group. */
+const casesDir = join(__dirname, "alerts");
+const caseFiles = readdirSync(casesDir)
+  .filter((file) => file.endsWith(".promtool.yaml"))
+  .sort();
 
 /** Runs promtool (`binary`: another name, for the check below); a missing binary fails with what to install. */
 function promtool(args: readonly string[], cwd = __dirname, binary = "promtool"): { status: number; output: string } {
@@ -27,11 +31,16 @@ function promtool(args: readonly string[], cwd = __dirname, binary = "promtool")
 
 /** The promtool cases: per alert name, how many expect it to fire and how many expect silence. */
 function caseCounts(): Map<string, { firing: number; quiet: number }> {
-  const file = YAML.parse(readFileSync(casesFile, "utf8")) as {
-    tests: { alert_rule_test?: { alertname: string; exp_alerts?: unknown[] }[] }[];
-  };
   const counts = new Map<string, { firing: number; quiet: number }>();
-  for (const test of file.tests)
+  const tests = caseFiles.flatMap(
+    (name) =>
+      (
+        YAML.parse(readFileSync(join(casesDir, name), "utf8")) as {
+          tests: { alert_rule_test?: { alertname: string; exp_alerts?: unknown[] }[] }[];
+        }
+      ).tests,
+  );
+  for (const test of tests)
     for (const check of test.alert_rule_test ?? []) {
       const count = counts.get(check.alertname) ?? { firing: 0, quiet: 0 };
       if ((check.exp_alerts ?? []).length > 0) count.firing++;
@@ -51,9 +60,11 @@ describe("the alerts through promtool", () => {
     expect(names.length).toBeGreaterThanOrEqual(16);
   });
 
-  test("promtool test rules passes every case", () => {
-    const { status, output } = promtool(["test", "rules", "alerts.promtool.yaml"]);
-    expect(output).toContain("SUCCESS");
+  test("promtool test rules passes every case of every group's file", () => {
+    expect(caseFiles).toEqual(["dependencies.promtool.yaml", "gateway.promtool.yaml", "grpc.promtool.yaml"]);
+    const { status, output } = promtool(["test", "rules", ...caseFiles], casesDir);
+    expect(output.match(/SUCCESS/g)).toHaveLength(caseFiles.length);
+    expect(output).not.toContain("FAILED");
     expect(status).toBe(0);
   });
 
@@ -71,7 +82,10 @@ describe("the alerts through promtool", () => {
       const broken = readFileSync(alertsFile, "utf8").replaceAll(',grpc_type="unary"', "");
       expect(broken).not.toEqual(readFileSync(alertsFile, "utf8"));
       writeFileSync(join(dir, "alerts.yaml"), broken);
-      const cases = readFileSync(casesFile, "utf8").replace("../unimatrix/files/alerts.yaml", "alerts.yaml");
+      const cases = readFileSync(join(casesDir, "grpc.promtool.yaml"), "utf8").replace(
+        "../../unimatrix/files/alerts.yaml",
+        "alerts.yaml",
+      );
       writeFileSync(join(dir, "cases.yaml"), cases);
       const { status, output } = promtool(["test", "rules", "cases.yaml"], dir);
       expect(status).not.toBe(0);
@@ -139,8 +153,8 @@ describe("what the chart ships", () => {
   });
 });
 
-// Keep the cases file runnable by hand from its folder (the path the header comment gives).
-test("the cases file names the shipped rules file by a path relative to itself", () => {
-  const file = YAML.parse(readFileSync(casesFile, "utf8")) as { rule_files: string[] };
-  expect(file.rule_files).toEqual(["../unimatrix/files/alerts.yaml"]);
+// Keep the case files runnable by hand from their folder (the path their header comments give).
+test.each(caseFiles)("%s names the shipped rules file by a path relative to itself", (name) => {
+  const file = YAML.parse(readFileSync(join(casesDir, name), "utf8")) as { rule_files: string[] };
+  expect(file.rule_files).toEqual(["../../unimatrix/files/alerts.yaml"]);
 });
