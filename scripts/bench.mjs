@@ -21,8 +21,11 @@ const asked = process.argv.slice(2);
 // `embedded` is the whole system on the embedded default (apps/unimatrix/bench): what `npm start` costs;
 // `machine` is the hook's round trip at the machine daemon's door (apps/machine/bench).
 const known = [...all, "embedded", "machine"];
+// `soak` holds steady load on the fleet for SOAK_MINUTES (default 30; test/soak): only when asked.
+const onRequest = ["soak"];
 for (const name of asked)
-  if (!known.includes(name)) throw new Error(`unknown benchmark ${name}; one of ${known.join(", ")}`);
+  if (![...known, ...onRequest].includes(name))
+    throw new Error(`unknown benchmark ${name}; one of ${[...known, ...onRequest].join(", ")}`);
 const services = asked.length > 0 ? asked : known;
 const load = () =>
   loadavg()
@@ -56,7 +59,9 @@ for (const service of services) {
       ? join(root, "apps", "unimatrix", "bench", "index.ts")
       : service === "machine"
         ? join(root, "apps", "machine", "bench", "index.ts")
-        : join(root, "services", service, "bench", "index.ts");
+        : service === "soak"
+          ? join(root, "test", "soak", "index.ts")
+          : join(root, "services", service, "bench", "index.ts");
   if (!existsSync(entry)) {
     process.stdout.write(`${service}: no benchmark yet\n`);
     continue;

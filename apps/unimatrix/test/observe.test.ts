@@ -193,6 +193,12 @@ describe("operating it: metrics, access lines and trace ids", () => {
     expect(gatewayMetrics).toMatch(
       /unimatrix_gateway_requests_total\{route="\/unimatrix\.cube\.v1\.ActivityService\/AppendEntry",method="POST",code="200",rpc_code="ok"\} 1\b/,
     );
+    // The gateway's process series, and the time until its answer started (for streams: until they opened).
+    expect(gatewayMetrics).toMatch(/^process_resident_memory_bytes \d+/m);
+    expect(gatewayMetrics).toMatch(/^nodejs_heap_size_used_bytes \d+/m);
+    expect(gatewayMetrics).toMatch(
+      /^unimatrix_gateway_response_start_seconds_count\{route="\/unimatrix\.cube\.v1\.ActivityService\/AppendEntry",method="POST"\} 1$/m,
+    );
     // The public port does not serve metrics.
     expect((await fetch(`${gateway}/metrics`)).status).toBe(404);
     // A refusal is labelled by its Connect code, not only its HTTP status.

@@ -136,7 +136,20 @@ describe("what the production shape renders", () => {
     const monitor = find(docs, "ServiceMonitor", "umx-unimatrix");
     expect(monitor.metadata.labels?.release).toBe("kube-prometheus-stack");
     expect(get(monitor, "spec.endpoints")).toEqual([
-      { port: "metrics", path: "/metrics", interval: "15s", scrapeTimeout: "5s" },
+      {
+        port: "metrics",
+        path: "/metrics",
+        interval: "15s",
+        scrapeTimeout: "5s",
+        // The job names the dashboard and the alerts select on: unimatrix-<service>.
+        relabelings: [
+          {
+            sourceLabels: ["__meta_kubernetes_service_label_app_kubernetes_io_component"],
+            targetLabel: "job",
+            replacement: "unimatrix-$1",
+          },
+        ],
+      },
     ]);
     expect(get(monitor, "spec.selector.matchExpressions")).toContainEqual({
       key: "unimatrix.io/headless",

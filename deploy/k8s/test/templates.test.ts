@@ -88,6 +88,7 @@ describe("templates", () => {
       NetworkPolicy: "networking.k8s.io/v1",
       Pod: "v1",
       PodDisruptionBudget: "policy/v1",
+      PrometheusRule: "monitoring.coreos.com/v1",
       Secret: "v1",
       Service: "v1",
       ServiceAccount: "v1",

@@ -1,8 +1,17 @@
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
-/** The gateway's Prometheus metrics, on a registry of its own (several gateways may share a process). */
+/** Buckets of the gateway's time histograms: 0.5 ms … 10 s. */
+const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/**
+ * The gateway's Prometheus metrics, on a registry of its own (several gateways may share a
+ * process): Node's default metrics (memory, handles, event loop) like every service, and its own.
+ */
 export class GatewayMetrics {
   readonly registry = new Registry();
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
   readonly requests = new Counter({
     name: "unimatrix_gateway_requests_total",
     help: "Requests answered, by route, method, HTTP status and Connect/gRPC code (rpc_code).",
@@ -13,7 +22,14 @@ export class GatewayMetrics {
     name: "unimatrix_gateway_request_duration_seconds",
     help: "Time to answer a request (to the end of the response), by route and method.",
     labelNames: ["route", "method"] as const,
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    buckets: BUCKETS,
+    registers: [this.registry],
+  });
+  readonly responseStart = new Histogram({
+    name: "unimatrix_gateway_response_start_seconds",
+    help: "Time until a response's status and headers are written (for SSE and MCP streams: until the stream opens), by route and method.",
+    labelNames: ["route", "method"] as const,
+    buckets: BUCKETS,
     registers: [this.registry],
   });
   readonly openStreams = new Gauge({

@@ -227,6 +227,9 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       return refuse(response, status.INVALID_ARGUMENT, "malformed request target");
     }
     const label = routeLabel(path);
+    observeResponseStart(response, (seconds) =>
+      metrics.responseStart.observe({ route: label, method: request.method ?? "" }, seconds),
+    );
     // One SERVER span per request, continuing the caller's traceparent; the services' spans are
     // its children (what upstream calls send is this span's traceparent, not the caller's).
     const span = startServerSpan(`${request.method ?? "HTTP"} ${label}`, headerOf(request, TRACEPARENT_HEADER), {
@@ -325,6 +328,20 @@ function routeLabel(path: string): string {
   if (/^\/v1\/cubes\/[^/]+\/events$/.test(path)) return "/v1/cubes/{cube}/events";
   if (path === "/v1/machines/events") return path;
   return "other";
+}
+
+/**
+ * Calls `observe` with the seconds until the response's status and headers are written (Node
+ * writes implicit headers through `writeHead` too): for a stream, the time it took to open.
+ */
+function observeResponseStart(response: ServerResponse, observe: (seconds: number) => void): void {
+  const began = process.hrtime.bigint();
+  const writeHead = response.writeHead;
+  response.writeHead = function (this: ServerResponse, ...args: unknown[]) {
+    response.writeHead = writeHead;
+    observe(Number(process.hrtime.bigint() - began) / 1e9);
+    return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
+  } as typeof writeHead;
 }
 
 /** A single header value (the first when repeated). */

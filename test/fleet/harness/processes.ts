@@ -56,6 +56,7 @@ export class FleetProcess {
   #child: ChildProcess | undefined;
   #exited: Promise<number | null> = Promise.resolve(null);
   #port = 0;
+  #metricsPort: number | undefined;
   /** Number of times this process was started. */
   starts = 0;
 
@@ -70,6 +71,11 @@ export class FleetProcess {
   /** The port it listens on (0 before the first start). */
   get port(): number {
     return this.#port;
+  }
+
+  /** The port of its Prometheus `/metrics` listener (a new one at each start). */
+  get metricsPort(): number | undefined {
+    return this.#metricsPort;
   }
 
   /** `127.0.0.1:<port>`. */
@@ -113,8 +119,12 @@ export class FleetProcess {
       const onData = (chunk: Buffer) => {
         log.write(chunk);
         seen += chunk.toString("utf8");
-        const match = /^\s+\w+\s+(?:grpc|http):\/\/[^:\s]+:(\d+)\b/m.exec(seen);
-        if (match) resolve(Number(match[1]));
+        // The whole banner line: `  <service> <scheme>://host:<port>   metrics http://host:<port>/metrics`.
+        const match = /^\s+\w+\s+(?:grpc|http):\/\/[^:\s]+:(\d+)\b(.*)\n/m.exec(seen);
+        if (match) {
+          this.#metricsPort = Number(/metrics http:\/\/[^:\s]+:(\d+)\//.exec(match[2]!)?.[1]) || undefined;
+          resolve(Number(match[1]));
+        }
       };
       child.stdout!.on("data", onData);
       child.once("exit", (code, signal) =>

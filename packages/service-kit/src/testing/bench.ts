@@ -18,6 +18,38 @@ export function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
 }
 
+/** Least-squares slope of `points` (x in milliseconds) per hour; NaN with fewer than two distinct x (a soak's creep). */
+export function slopePerHour(points: readonly { x: number; y: number }[]): number {
+  const n = points.length;
+  if (n < 2) return Number.NaN;
+  const mx = points.reduce((s, p) => s + p.x, 0) / n;
+  const my = points.reduce((s, p) => s + p.y, 0) / n;
+  let num = 0;
+  let den = 0;
+  for (const p of points) {
+    num += (p.x - mx) * (p.y - my);
+    den += (p.x - mx) ** 2;
+  }
+  return den === 0 ? Number.NaN : (num / den) * 3_600_000;
+}
+
+/**
+ * The floor of a sawtooth: the lowest point of each run of `perWindow` consecutive points, at the
+ * window's mean time. Memory rises between collections and falls at each; a leak lifts the floor,
+ * while a slope through every point mostly measures where in its cycle the collector was sampled.
+ */
+export function floors(points: readonly { x: number; y: number }[], perWindow: number): { x: number; y: number }[] {
+  const out: { x: number; y: number }[] = [];
+  for (let i = 0; i < points.length; i += perWindow) {
+    const window = points.slice(i, i + perWindow);
+    out.push({
+      x: window.reduce((sum, p) => sum + p.x, 0) / window.length,
+      y: Math.min(...window.map((p) => p.y)),
+    });
+  }
+  return out;
+}
+
 /** The 1, 5 and 15 minute load averages, as printed beside every run's figures. */
 export const loadAverage = (): string =>
   loadavg()

@@ -5,6 +5,8 @@ export interface SpawnedSystem {
   readonly child: ChildProcessWithoutNullStreams;
   /** The port each service printed in the start banner (`  <name> <scheme>://127.0.0.1:<port>`). */
   readonly ports: Readonly<Record<string, number>>;
+  /** The metrics port each service printed beside it (`metrics http://127.0.0.1:<port>/metrics`). */
+  readonly metricsPorts: Readonly<Record<string, number>>;
   /** Everything the process wrote to stdout and stderr so far. */
   output(): string;
 }
@@ -39,6 +41,10 @@ export async function spawnSystem(options: {
     if (options.echo) process.stderr.write(chunk);
   });
   const banner = new RegExp(`^ {2}(${options.services.join("|")})\\s+\\w+:\\/\\/127\\.0\\.0\\.1:(\\d+)\\b`, "gm");
+  const metricsBanner = new RegExp(
+    `^ {2}(${options.services.join("|")})\\s+\\S+\\s+metrics http:\\/\\/127\\.0\\.0\\.1:(\\d+)\\/metrics`,
+    "gm",
+  );
   const ports = await new Promise<Record<string, number>>((resolve, reject) => {
     const found: Record<string, number> = {};
     child.stdout.on("data", (chunk: Buffer) => {
@@ -48,5 +54,7 @@ export async function spawnSystem(options: {
     });
     child.once("exit", (code) => reject(new Error(`exited with ${code} before it was up:\n${output}`)));
   });
-  return { child, ports, output: () => output };
+  const metricsPorts: Record<string, number> = {};
+  for (const match of output.matchAll(metricsBanner)) metricsPorts[match[1] as string] = Number(match[2]);
+  return { child, ports, metricsPorts, output: () => output };
 }
