@@ -52,7 +52,8 @@ export async function retentionRound(deps: CubeDeps, holder: string): Promise<Re
     for (;;) {
       const pruned = await pruneBatch(deps.prisma, due.cubeId, floor, now, config.retentionBatch);
       for (const key of Object.keys(total) as (keyof Pruned)[]) total[key] += pruned[key];
-      if (pruned.entries + pruned.notifications < config.retentionBatch) break;
+      // Until a statement finds nothing: a thread root becomes prunable once its replies went.
+      if (pruned.entries + pruned.notifications === 0) break;
     }
     cubes.push({ cubeId: due.cubeId, floor, ...total });
   }
