@@ -51,10 +51,7 @@ async function retainedCube(p: Place, label: string, maxAgeSeconds: number, maxI
   const t = await newTenant(p.r, label);
   const owner = await newClient(p.r, t.userToken, "owner");
   const { cubeId, roleId } = await newCube(p.r, owner.token);
-  const { cube } = await p.r.cube.updateCube(
-    { cubeId, retention: { maxAgeSeconds, maxItems } },
-    asBearer(t.userToken),
-  );
+  const { cube } = await p.r.cube.updateCube({ cubeId, retention: { maxAgeSeconds, maxItems } }, asBearer(t.userToken));
   expect(cube?.retention).toMatchObject({ maxAgeSeconds, maxItems });
   return { t, owner, cubeId, roleId };
 }
@@ -132,12 +129,12 @@ function scenarios(place: () => Place) {
     const read = await post(p.r, holder.token, w.cubeId, "read direct", [gone.droneId]);
     const evicted = await post(p.r, holder.token, w.cubeId, "to an evicted drone", [gone.droneId]);
     const root = await post(p.r, holder.token, w.cubeId, "thread root");
-    const plain = await post(p.r, holder.token, w.cubeId, "plain broadcast");
+    await post(p.r, holder.token, w.cubeId, "plain broadcast");
     // `gone` reads what it got (the first direct), then is evicted.
     await p.r.activity.readThread({ cubeId: w.cubeId, entryId: read.id }, asBearer(gone.token));
     await p.r.cube.evictDrone({ cubeId: w.cubeId, droneId: gone.droneId }, asBearer(w.t.userToken));
     p.clock.advance(2 * HOUR);
-    const reply = await p.r.activity.appendEntry(
+    await p.r.activity.appendEntry(
       { cubeId: w.cubeId, message: "late reply", visibility: Visibility.BROADCAST, replyToEntryId: root.id },
       asBearer(reader.token),
     );
@@ -149,18 +146,13 @@ function scenarios(place: () => Place) {
       orderBy: { position: "asc" },
       select: { message: true },
     });
-    expect(left.map((e) => e.message)).toEqual([
-      "claimed",
-      "question",
-      "unread direct",
-      "thread root",
-      "late reply",
-    ]);
+    expect(left.map((e) => e.message)).toEqual(["claimed", "question", "unread direct", "thread root", "late reply"]);
     // Receipts and claims went with their entries; the kept ones keep theirs.
     const db = p.r.service.deps.prisma;
     expect(await db.receipt.count({ where: { entryId: { in: [read.id, evicted.id] } } })).toBe(0);
     expect(await db.claim.count({ where: { entryId: released.id } })).toBe(0);
     expect(await db.claim.count({ where: { entryId: claimed.id, state: "held" } })).toBe(1);
+    expect(await db.receipt.count({ where: { entryId: unread.id, readAt: null } })).toBe(1);
 
     // What is kept stays reachable by id, not by cursor: the reader's inbox still has its direct.
     const inbox = await p.r.activity.readUnread({ cubeId: w.cubeId }, asBearer(reader.token));
@@ -272,7 +264,10 @@ describe("retention on Postgres (two replicas)", () => {
     const p = { r: h as Replica, clock };
     const w = await retainedCube(p, "ret-bad", 60, 10);
     await expectStatus(
-      h.cube.updateCube({ cubeId: w.cubeId, retention: { maxAgeSeconds: 315_360_001, maxItems: 0 } }, asBearer(w.t.userToken)),
+      h.cube.updateCube(
+        { cubeId: w.cubeId, retention: { maxAgeSeconds: 315_360_001, maxItems: 0 } },
+        asBearer(w.t.userToken),
+      ),
       status.INVALID_ARGUMENT,
       "retention.max_age_seconds",
     );

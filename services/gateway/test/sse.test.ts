@@ -1,5 +1,5 @@
-import type { RunningCube } from "@unimatrix/cube";
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import type { RunningCube } from "@unimatrix/cube";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import { eventually } from "@unimatrix/service-kit/testing";
 import { EventSource } from "eventsource";
@@ -214,7 +214,11 @@ describe("gateway: SSE", () => {
     await post("r6");
     await eventually(() => messages(resumed.received).includes("r6"), "a live entry after the reset");
     resumed.source.close();
-    expect(resumed.received[0]).toMatchObject({ type: "reset", id: cube.floorCursor, data: { cursor: cube.floorCursor } });
+    expect(resumed.received[0]).toMatchObject({
+      type: "reset",
+      id: cube.floorCursor,
+      data: { cursor: cube.floorCursor },
+    });
     expect(messages(resumed.received)).toEqual(["r3", "r4", "r5", "r6"]);
   });
 });

@@ -34,7 +34,7 @@ export interface RetentionRound {
 }
 
 /** How long a round's lease lasts: two periods of the timer, at least a minute. */
-export function leaseMs(intervalMs: number): number {
+function leaseMs(intervalMs: number): number {
   return Math.max(60_000, 2 * intervalMs);
 }
 

@@ -8,7 +8,7 @@ import { type CubeStanding, requireAccess } from "../store/access";
 import { floorOf, type ItemPage, loadItems, scanVisible } from "../tables/entries";
 
 /** The position a cursor names in the standing's cube: behind the retained floor is FAILED_PRECONDITION (expired). */
-export function positionOf(field: string, s: CubeStanding, cursor: string): bigint {
+function positionOf(field: string, s: CubeStanding, cursor: string): bigint {
   return cursorPosition(field, s.cube.id, { head: BigInt(s.cube.head), floor: s.cube.retainedFloor }, cursor);
 }
 
