@@ -260,6 +260,27 @@ describe("retention on Postgres (two replicas)", () => {
     expect((await first.service.retentionRound()).held).toBe(false);
   });
 
+  it("visits every due cube once per round, past a page of 100 cubes", async () => {
+    const t = await newTenant(h, "ret-many");
+    const cubes: string[] = [];
+    for (let i = 0; i < 105; i++) {
+      const { cube } = await h.cube.createCube(
+        { requestKey: crypto.randomUUID(), name: `c${i}`, directive: "" },
+        asBearer(t.userToken),
+      );
+      const cubeId = cube?.id as string;
+      await h.cube.updateCube({ cubeId, retention: { maxItems: 1 } }, asBearer(t.userToken));
+      for (const m of ["a", "b"]) await post(h, t.userToken, cubeId, m);
+      cubes.push(cubeId);
+    }
+    // Whichever replica holds the lease now does it all.
+    const rounds = await Promise.all([h.service.retentionRound(), r2.service.retentionRound()]);
+    expect(rounds.filter((r) => r.held)).toHaveLength(1);
+    const ours = rounds.flatMap((r) => r.cubes).filter((c) => cubes.includes(c.cubeId));
+    expect(ours).toHaveLength(105);
+    expect(ours.every((c) => c.floor === 1n && c.entries === 1)).toBe(true);
+  }, 60_000);
+
   it("UpdateCube refuses retention out of range naming the field, and changes nothing", async () => {
     const p = { r: h as Replica, clock };
     const w = await retainedCube(p, "ret-bad", 60, 10);

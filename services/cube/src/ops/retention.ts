@@ -4,6 +4,9 @@
  * floor is due to rise (age or count, the cube's own settings over the service defaults) gets its
  * floor raised, then what lies at or below it is deleted in batches of `CUBE_RETENTION_BATCH`.
  *
+ * Every due cube is visited once per round, a page of 100 cubes at a time (the lease renewed
+ * before each page).
+ *
  * Lock order: the lease row (one statement, alone); per cube its cube row (the floor, one
  * statement, alone); then per batch the pruned items' acks, claims, receipts, notices and item
  * rows (one statement each, in that order). The floor rises before anything under it is
@@ -16,8 +19,11 @@ import { floorsDue, type Pruned, pruneBatch, raiseFloor, takeJobLease } from "..
 /** The name of the retention job's fleet-wide lease. */
 export const RETENTION_LEASE = "retention";
 
-/** Cubes whose floor one round raises at most (the next round takes the rest). */
-const CUBES_PER_ROUND = 100;
+/** Cubes read per page of due floors (a round walks every due cube once, in id order). */
+const CUBES_PER_PAGE = 100;
+
+/** Below every cube id: where a round's walk starts. */
+const FIRST = "00000000-0000-0000-0000-000000000000";
 
 /** What retention did to one cube in a round. */
 export interface CubePruned extends Pruned {
@@ -38,24 +44,44 @@ function leaseMs(intervalMs: number): number {
   return Math.max(60_000, 2 * intervalMs);
 }
 
+/** Raises one cube's floor to `target`, then deletes under it batch by batch. */
+async function pruneCube(deps: CubeDeps, cubeId: string, target: bigint, now: Date): Promise<CubePruned> {
+  const floor = await raiseFloor(deps.prisma, cubeId, target);
+  const total = { entries: 0, notifications: 0, receipts: 0, notices: 0, acks: 0, claims: 0 };
+  for (;;) {
+    const pruned = await pruneBatch(deps.prisma, cubeId, floor, now, deps.config.retentionBatch);
+    for (const key of Object.keys(total) as (keyof Pruned)[]) total[key] += pruned[key];
+    // Until a statement finds nothing: a thread root becomes prunable once its replies went.
+    if (pruned.entries + pruned.notifications === 0) break;
+  }
+  return { cubeId, floor, ...total };
+}
+
 /** Runs one retention round as `holder` (this replica's id). */
 export async function retentionRound(deps: CubeDeps, holder: string): Promise<RetentionRound> {
   const { config } = deps;
   const now = deps.clock.now();
-  const until = new Date(now.getTime() + leaseMs(config.retentionIntervalMs));
-  if (!(await takeJobLease(deps.prisma, RETENTION_LEASE, holder, now, until))) return { held: false, cubes: [] };
+  // Taken (or renewed) before every page: a round that outlasted its lease stops at the next page
+  // rather than run beside the replica that took over.
+  const lease = () => {
+    const at = deps.clock.now();
+    return takeJobLease(
+      deps.prisma,
+      RETENTION_LEASE,
+      holder,
+      at,
+      new Date(at.getTime() + leaseMs(config.retentionIntervalMs)),
+    );
+  };
+  if (!(await lease())) return { held: false, cubes: [] };
   const defaults = { maxAgeSeconds: config.retentionMaxAgeSeconds, maxItems: config.retentionMaxItems };
   const cubes: CubePruned[] = [];
-  for (const due of await floorsDue(deps.prisma, defaults, now, CUBES_PER_ROUND)) {
-    const floor = await raiseFloor(deps.prisma, due.cubeId, due.target);
-    const total = { entries: 0, notifications: 0, receipts: 0, notices: 0, acks: 0, claims: 0 };
-    for (;;) {
-      const pruned = await pruneBatch(deps.prisma, due.cubeId, floor, now, config.retentionBatch);
-      for (const key of Object.keys(total) as (keyof Pruned)[]) total[key] += pruned[key];
-      // Until a statement finds nothing: a thread root becomes prunable once its replies went.
-      if (pruned.entries + pruned.notifications === 0) break;
-    }
-    cubes.push({ cubeId: due.cubeId, floor, ...total });
+  // Every due cube once per round, whatever their number: a page at a time, in id order.
+  for (let after = FIRST; after === FIRST || (await lease()); ) {
+    const page = await floorsDue(deps.prisma, defaults, now, after, CUBES_PER_PAGE);
+    for (const due of page) cubes.push(await pruneCube(deps, due.cubeId, due.target, now));
+    if (page.length < CUBES_PER_PAGE) break;
+    after = page.at(-1)?.cubeId ?? after;
   }
   if (cubes.length > 0) {
     const items = cubes.reduce((n, c) => n + c.entries + c.notifications, 0);

@@ -40,13 +40,15 @@ export interface FloorDue {
 }
 
 /**
- * Up to `limit` cubes whose floor is due to rise at `now`: the count rule (`head - max_items`)
- * and the age rule (the newest position created before `now - max_age`), the higher of the two.
+ * Up to `limit` cubes after cube id `after` (in id order) whose floor is due to rise at `now`: the
+ * count rule (`head - max_items`) and the age rule (the newest position created before
+ * `now - max_age`), the higher of the two.
  */
 export async function floorsDue(
   db: RawQuery,
   defaults: RetentionDefaults,
   now: Date,
+  after: string,
   limit: number,
 ): Promise<FloorDue[]> {
   const rows = await db.$queryRaw<{ cube_id: string; floor: bigint; target: bigint }[]>`
@@ -65,7 +67,7 @@ export async function floorsDue(
         ), 0) ELSE 0 END
       )::bigint AS target
     ) t
-    WHERE t.target > c.retained_floor
+    WHERE t.target > c.retained_floor AND c.id > ${after}::uuid
     ORDER BY c.id
     LIMIT ${limit}`;
   return rows.map((r) => ({ cubeId: r.cube_id, floor: BigInt(r.floor), target: BigInt(r.target) }));
