@@ -5,19 +5,25 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
 import { status } from "@grpc/grpc-js";
 import {
   ActivityService,
+  SubscribeActivityRequestSchema,
   type SubscribeActivityResponse,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
+import { parseToken } from "@unimatrix/service-kit/auth";
 import { ManualClock } from "@unimatrix/service-kit/clock";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import { asBearer, collect, expectStatus, testConfig } from "@unimatrix/service-kit/testing";
 import type { CubeConfig } from "../src/config";
+import { subscribeActivity } from "../src/live/subscribe";
 import type { RetentionRound } from "../src/ops/retention";
+import { resolveToken } from "../src/reads/credentials";
 import { startCube } from "../src/service";
+import { createCallContext } from "./call-context";
 import {
   type Harness,
   newClient,
@@ -280,6 +286,54 @@ describe("retention on Postgres (two replicas)", () => {
     expect(ours).toHaveLength(105);
     expect(ours.every((c) => c.floor === 1n && c.entries === 1)).toBe(true);
   }, 60_000);
+
+  it("a stream still catching up when the floor passes it gets reset{floor} mid-stream, and no item twice or out of order", async () => {
+    // Handler level (no socket): the stream is pulled by hand, so retention runs between its pages.
+    const t = await newTenant(h, "ret-race");
+    const owner = await newClient(h, t.userToken, "owner");
+    const { cubeId } = await newCube(h, owner.token);
+    await h.sql(
+      `INSERT INTO activity_items (id, cube_id, position, item_type, created_at, message, visibility)
+       SELECT gen_random_uuid(), $1::uuid, g, 'entry', $3, 'm' || g, 'broadcast' FROM generate_series(1, $2::int) g`,
+      [cubeId, 1200, clock.now()],
+    );
+    await h.sql("UPDATE cubes SET head = 1200 WHERE id = $1::uuid", [cubeId]);
+    const deps = h.service.deps;
+    const resolved = await resolveToken(deps, parseToken(t.userToken)!);
+    const controller = new AbortController();
+    const events = subscribeActivity(deps, h.service.feed)(
+      create(SubscribeActivityRequestSchema, { cubeId, after: "" }),
+      createCallContext({ principal: resolved!.principal, logger: deps.logger, signal: controller.signal }),
+    );
+    const seen: string[] = [];
+    const pull = async () => {
+      const { value } = await events.next();
+      const event = value?.event;
+      seen.push(
+        event?.case === "entry"
+          ? String(event.value.message)
+          : event?.case === "reset"
+            ? `reset:${event.value.cursor}`
+            : String(event?.case),
+      );
+    };
+    for (let i = 0; i < 500; i++) await pull(); // the first page of the catch-up
+    // Retention passes the stream: keep the newest 300 positions (floor 900).
+    await h.cube.updateCube({ cubeId, retention: { maxItems: 300 } }, asBearer(t.userToken));
+    const rounds = await Promise.all([h.service.retentionRound(), r2.service.retentionRound()]);
+    expect(rounds.flatMap((r) => mine(r, cubeId))).toEqual([expect.objectContaining({ floor: 900n, entries: 900 })]);
+    while (seen.at(-1) !== "ready") await pull();
+    controller.abort();
+    await events.return(undefined);
+    const { cube } = await h.cube.getCube({ cubeId }, asBearer(t.userToken));
+    const expected = [
+      ...Array.from({ length: 500 }, (_, i) => `m${i + 1}`),
+      `reset:${cube?.floorCursor}`,
+      ...Array.from({ length: 300 }, (_, i) => `m${i + 901}`),
+      "ready",
+    ];
+    expect(seen).toEqual(expected);
+  });
 
   it("UpdateCube refuses retention out of range naming the field, and changes nothing", async () => {
     const p = { r: h as Replica, clock };
