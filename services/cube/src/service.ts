@@ -77,7 +77,7 @@ export const cubeService = defineService<CubeConfig>({
     const deliveries = new DeliveryRecorder(deps);
     // This replica's name on fleet-wide job leases.
     const replicaId = randomUUID();
-    const retain = () => retentionRound(deps, replicaId);
+    const retain = (signal?: AbortSignal) => retentionRound(deps, replicaId, signal);
     return {
       routes: [
         route(IdentityService, identityHandlers(deps, operatorToken)),
@@ -122,8 +122,8 @@ export interface RunningCube extends StartedService<CubeConfig> {
   scanLiveness(): Promise<string[]>;
   /** Runs one liveness round now; resolves with everything it did (pings, stale claims, nudges). */
   livenessRound(): Promise<LivenessRound>;
-  /** Runs one retention round now (if this replica holds, or can take, the fleet-wide lease). */
-  retentionRound(): Promise<RetentionRound>;
+  /** Runs one retention round now (if this replica holds, or can take, the fleet-wide lease); `signal` ends it at the next step. */
+  retentionRound(signal?: AbortSignal): Promise<RetentionRound>;
   /** The wired dependencies: handler- and op-level tests call handlers and ops on them without a socket. */
   readonly deps: CubeDeps;
   /** The replica's activity feed (what the ActivityService handlers are built on). */
@@ -137,7 +137,7 @@ export async function startCube(options: CubeServiceOptions): Promise<RunningCub
   const round = running.extra.livenessRound as () => Promise<LivenessRound>;
   return Object.assign(running, {
     livenessRound: round,
-    retentionRound: running.extra.retentionRound as () => Promise<RetentionRound>,
+    retentionRound: running.extra.retentionRound as (signal?: AbortSignal) => Promise<RetentionRound>,
     scanLiveness: async () => (await round()).pinged,
     deps: running.extra.deps as CubeDeps,
     feed: running.extra.feed as ActivityFeed,

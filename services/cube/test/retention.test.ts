@@ -1,77 +1,23 @@
 // Retention (issue 29 item 4): the leased retention round prunes by age and by count with a test
 // clock, keeps what holders hold, runs on one replica at a time, and a cursor below the floor
 // answers FAILED_PRECONDITION on ReadActivity and a `reset` on SubscribeActivity — on Postgres
-// (two replicas) and on the embedded PGlite store.
+// (two replicas) and on the embedded PGlite store. Rounds at scale: retention-rounds.test.ts.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create } from "@bufbuild/protobuf";
 import { status } from "@grpc/grpc-js";
 import {
   ActivityService,
-  SubscribeActivityRequestSchema,
   type SubscribeActivityResponse,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
-import { parseToken } from "@unimatrix/service-kit/auth";
 import { ManualClock } from "@unimatrix/service-kit/clock";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import { asBearer, collect, expectStatus, testConfig } from "@unimatrix/service-kit/testing";
-import type { CubeConfig } from "../src/config";
-import { subscribeActivity } from "../src/live/subscribe";
-import type { RetentionRound } from "../src/ops/retention";
-import { resolveToken } from "../src/reads/credentials";
 import { startCube } from "../src/service";
-import { createCallContext } from "./call-context";
-import {
-  type Harness,
-  newClient,
-  newCube,
-  newTenant,
-  OPERATOR_TOKEN,
-  post,
-  type Replica,
-  seat,
-  startHarness,
-  Visibility,
-} from "./harness";
-
-const HOUR = 3_600_000;
-/** No service-wide limits: only the cubes a test sets retention on are pruned. */
-const SETTINGS: Partial<CubeConfig> = {
-  retentionMaxAgeSeconds: 0,
-  retentionMaxItems: 0,
-  retentionBatch: 3,
-  claimLeaseSeconds: 86_400,
-};
-
-/** Where a scenario runs: a replica and its clock. */
-interface Place {
-  readonly r: Replica;
-  readonly clock: ManualClock;
-}
-
-/** A tenant, its owner client and a cube with its own retention settings. */
-async function retainedCube(p: Place, label: string, maxAgeSeconds: number, maxItems: number) {
-  const t = await newTenant(p.r, label);
-  const owner = await newClient(p.r, t.userToken, "owner");
-  const { cubeId, roleId } = await newCube(p.r, owner.token);
-  const { cube } = await p.r.cube.updateCube({ cubeId, retention: { maxAgeSeconds, maxItems } }, asBearer(t.userToken));
-  expect(cube?.retention).toMatchObject({ maxAgeSeconds, maxItems });
-  return { t, owner, cubeId, roleId };
-}
-
-/** Messages of what ReadActivity answers after `cursor`, as the user sees them. */
-async function messagesAfter(p: Place, token: string, cubeId: string, cursor: string): Promise<string[]> {
-  const page = await p.r.activity.readActivity({ cubeId, cursor, pageSize: 100 }, asBearer(token));
-  return page.items.flatMap((i) => (i.item.case === "entry" ? [i.item.value.message] : []));
-}
-
-/** What a round did to one cube (the suite's other cubes age on the same clock). */
-function mine(round: RetentionRound, cubeId: string) {
-  return round.cubes.filter((c) => c.cubeId === cubeId);
-}
+import { type Harness, OPERATOR_TOKEN, post, type Replica, seat, startHarness, Visibility } from "./harness";
+import { HOUR, messagesAfter, mine, type Place, retainedCube, SETTINGS } from "./retention-world";
 
 /** The scenarios both stores answer alike. */
 function scenarios(place: () => Place) {
@@ -264,75 +210,6 @@ describe("retention on Postgres (two replicas)", () => {
     expect(takeover.held).toBe(true);
     expect(mine(takeover, w.cubeId)).toEqual([expect.objectContaining({ floor: 7n, entries: 1 })]);
     expect((await first.service.retentionRound()).held).toBe(false);
-  });
-
-  it("visits every due cube once per round, past a page of 100 cubes", async () => {
-    const t = await newTenant(h, "ret-many");
-    const cubes: string[] = [];
-    for (let i = 0; i < 105; i++) {
-      const { cube } = await h.cube.createCube(
-        { requestKey: crypto.randomUUID(), name: `c${i}`, directive: "" },
-        asBearer(t.userToken),
-      );
-      const cubeId = cube?.id as string;
-      await h.cube.updateCube({ cubeId, retention: { maxItems: 1 } }, asBearer(t.userToken));
-      for (const m of ["a", "b"]) await post(h, t.userToken, cubeId, m);
-      cubes.push(cubeId);
-    }
-    // Whichever replica holds the lease now does it all.
-    const rounds = await Promise.all([h.service.retentionRound(), r2.service.retentionRound()]);
-    expect(rounds.filter((r) => r.held)).toHaveLength(1);
-    const ours = rounds.flatMap((r) => r.cubes).filter((c) => cubes.includes(c.cubeId));
-    expect(ours).toHaveLength(105);
-    expect(ours.every((c) => c.floor === 1n && c.entries === 1)).toBe(true);
-  }, 60_000);
-
-  it("a stream still catching up when the floor passes it gets reset{floor} mid-stream, and no item twice or out of order", async () => {
-    // Handler level (no socket): the stream is pulled by hand, so retention runs between its pages.
-    const t = await newTenant(h, "ret-race");
-    const owner = await newClient(h, t.userToken, "owner");
-    const { cubeId } = await newCube(h, owner.token);
-    await h.sql(
-      `INSERT INTO activity_items (id, cube_id, position, item_type, created_at, message, visibility)
-       SELECT gen_random_uuid(), $1::uuid, g, 'entry', $3, 'm' || g, 'broadcast' FROM generate_series(1, $2::int) g`,
-      [cubeId, 1200, clock.now()],
-    );
-    await h.sql("UPDATE cubes SET head = 1200 WHERE id = $1::uuid", [cubeId]);
-    const deps = h.service.deps;
-    const resolved = await resolveToken(deps, parseToken(t.userToken)!);
-    const controller = new AbortController();
-    const events = subscribeActivity(deps, h.service.feed)(
-      create(SubscribeActivityRequestSchema, { cubeId, after: "" }),
-      createCallContext({ principal: resolved!.principal, logger: deps.logger, signal: controller.signal }),
-    );
-    const seen: string[] = [];
-    const pull = async () => {
-      const { value } = await events.next();
-      const event = value?.event;
-      seen.push(
-        event?.case === "entry"
-          ? String(event.value.message)
-          : event?.case === "reset"
-            ? `reset:${event.value.cursor}`
-            : String(event?.case),
-      );
-    };
-    for (let i = 0; i < 500; i++) await pull(); // the first page of the catch-up
-    // Retention passes the stream: keep the newest 300 positions (floor 900).
-    await h.cube.updateCube({ cubeId, retention: { maxItems: 300 } }, asBearer(t.userToken));
-    const rounds = await Promise.all([h.service.retentionRound(), r2.service.retentionRound()]);
-    expect(rounds.flatMap((r) => mine(r, cubeId))).toEqual([expect.objectContaining({ floor: 900n, entries: 900 })]);
-    while (seen.at(-1) !== "ready") await pull();
-    controller.abort();
-    await events.return(undefined);
-    const { cube } = await h.cube.getCube({ cubeId }, asBearer(t.userToken));
-    const expected = [
-      ...Array.from({ length: 500 }, (_, i) => `m${i + 1}`),
-      `reset:${cube?.floorCursor}`,
-      ...Array.from({ length: 300 }, (_, i) => `m${i + 901}`),
-      "ready",
-    ];
-    expect(seen).toEqual(expected);
   });
 
   it("UpdateCube refuses retention out of range naming the field, and changes nothing", async () => {
