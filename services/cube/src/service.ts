@@ -39,6 +39,9 @@ export const migrationsDir = join(__dirname, "..", "prisma", "migrations");
 /** The background job that runs the liveness scan every `CUBE_LIVENESS_INTERVAL_MS` (0 = off). */
 export const LIVENESS_JOB = "liveness";
 
+/** What the retention job counts per kind of row it deletes. */
+const PRUNED_KINDS = ["entries", "notifications", "receipts", "notices", "acks", "claims"] as const;
+
 /** The background job that tries the retention round every `CUBE_RETENTION_INTERVAL_MS` (0 = off); one replica holds its lease. */
 const RETENTION_JOB = "retention";
 
@@ -77,7 +80,23 @@ export const cubeService = defineService<CubeConfig>({
     const deliveries = new DeliveryRecorder(deps);
     // This replica's name on fleet-wide job leases.
     const replicaId = randomUUID();
-    const retain = (signal?: AbortSignal) => retentionRound(deps, replicaId, signal);
+    const rounds = metrics.counter(
+      "unimatrix_cube_retention_rounds_total",
+      "Retention rounds tried on this replica: held (it held the fleet-wide lease and ran the round) or skipped.",
+      ["outcome"],
+    );
+    const pruned = metrics.counter(
+      "unimatrix_cube_retention_pruned_total",
+      "Rows the retention job deleted on this replica, by kind (entries, notifications, receipts, notices, acks, claims).",
+      ["kind"],
+    );
+    const retain = async (signal?: AbortSignal) => {
+      const round = await retentionRound(deps, replicaId, signal);
+      rounds.inc({ outcome: round.held ? "held" : "skipped" });
+      for (const cube of round.cubes)
+        for (const kind of PRUNED_KINDS) if (cube[kind] > 0) pruned.inc({ kind }, cube[kind]);
+      return round;
+    };
     return {
       routes: [
         route(IdentityService, identityHandlers(deps, operatorToken)),

@@ -176,6 +176,12 @@ function scenarios(place: () => Place) {
   });
 }
 
+/** A replica's counter, summed over the series whose `label` is `value`. */
+async function counted(r: Replica, name: string, label: string, value: string): Promise<number> {
+  const { values } = await r.service.metrics.registry.getSingleMetric(name)!.get();
+  return values.filter((v) => v.labels[label] === value).reduce((n, v) => n + v.value, 0);
+}
+
 describe("retention on Postgres (two replicas)", () => {
   const clock = new ManualClock(Date.UTC(2026, 5, 1, 8));
   let h: Harness;
@@ -201,8 +207,11 @@ describe("retention on Postgres (two replicas)", () => {
     expect(rounds.flatMap((r) => mine(r, w.cubeId))).toEqual([expect.objectContaining({ floor: 6n, entries: 6 })]);
     const first = rounds[0]!.held ? h : r2;
     const second = first === h ? r2 : h;
-    // Within the lease the other replica is refused, however often it tries.
+    // Within the lease the other replica is refused, however often it tries; its metrics say so.
+    const skipped = await counted(second, "unimatrix_cube_retention_rounds_total", "outcome", "skipped");
     for (let i = 0; i < 3; i++) expect((await second.service.retentionRound()).held).toBe(false);
+    expect(await counted(second, "unimatrix_cube_retention_rounds_total", "outcome", "skipped")).toBe(skipped + 3);
+    expect(await counted(first, "unimatrix_cube_retention_pruned_total", "kind", "entries")).toBeGreaterThanOrEqual(6);
     // The holder goes quiet past its lease (at least a minute): the other takes over and prunes.
     clock.advance(61_000);
     await post(h, a.token, w.cubeId, "m-9");
