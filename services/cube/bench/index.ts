@@ -38,6 +38,7 @@ import {
   testSchema,
 } from "@unimatrix/service-kit/testing";
 import pg from "pg";
+import { retentionBench } from "./retention";
 
 const OPERATOR = "umx_operator_benchlookup_0123456789abcdef0123";
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
@@ -49,7 +50,10 @@ const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
 const CURVE = (process.env.BENCH_SUBSCRIBERS ?? "1,10,100,1000").split(",").map(Number);
 const POOL = 10; // the service's pool size (kit default); the floor gets the same.
 const STREAMS_PER_CLIENT = 10; // MAX_STREAMS_PER_CREDENTIAL
-/** `BENCH_ONLY=append`: only the append figures (for `node --cpu-prof`); `rpc`: append and GetCube; `delivery`: the 100-subscriber target point. */
+/**
+ * `BENCH_ONLY=append`: only the append figures (for `node --cpu-prof`); `rpc`: append and GetCube;
+ * `delivery`: the 100-subscriber target point; `retention`: only the retention round (bench/retention.ts).
+ */
 const ONLY = process.env.BENCH_ONLY;
 
 const as = (token: string) => ({ metadata: { authorization: `Bearer ${token}` } });
@@ -415,7 +419,10 @@ async function main() {
   }
 }
 
-main().then(
+// Retention's figures (bench/retention.ts) follow a full run, or run alone with BENCH_ONLY=retention.
+const run =
+  ONLY === "retention" ? retentionBench() : main().then(() => (ONLY === undefined ? retentionBench() : undefined));
+run.then(
   () => process.exit(failed ? 1 : 0),
   (error: unknown) => {
     console.error(error);

@@ -68,6 +68,30 @@ export const cubeEnv = registerEnv({
     z.coerce.number().int().min(0),
     "30",
   ),
+  retentionMaxAgeSeconds: envVar(
+    "CUBE_RETENTION_MAX_AGE_SECONDS",
+    "Retention by age: activity (entries, notifications, their receipts, acks, claims and notices) older than this is pruned and the cube's floor raised, except live claims, open questions and unread DIRECT entries of drones with a live session. A cube's UpdateCube retention overrides it. 0 = no age limit.",
+    z.coerce.number().int().min(0).max(315360000),
+    "2592000",
+  ),
+  retentionMaxItems: envVar(
+    "CUBE_RETENTION_MAX_ITEMS",
+    "Retention by count: positions more than this many behind a cube's head are pruned (with the same exceptions). A cube's UpdateCube retention overrides it. 0 = no count limit.",
+    z.coerce.number().int().min(0).max(1000000000),
+    "1000000",
+  ),
+  retentionIntervalMs: envVar(
+    "CUBE_RETENTION_INTERVAL_MS",
+    "How often a replica tries the retention job; one replica of the fleet at a time runs it, under a lease (0 disables the timer).",
+    z.coerce.number().int().min(0),
+    "300000",
+  ),
+  retentionBatch: envVar(
+    "CUBE_RETENTION_BATCH",
+    "Items the retention job deletes per statement (one short transaction each).",
+    z.coerce.number().int().positive(),
+    "500",
+  ),
   presenceAddress: envVar(
     "CUBE_PRESENCE_ADDRESS",
     "gRPC target of the presence service (host:port, dns:///presence-headless:7003 for round-robin over its pods, ipv4:a:port,b:port), asked as the caller whether an AttachSeat machine_id is a machine of the caller's tenant (NOT_FOUND otherwise; UNAVAILABLE while presence cannot answer). Unset: machine_id is taken unchecked (cube run on its own).",

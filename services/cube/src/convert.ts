@@ -80,6 +80,8 @@ export function cubeToWire(cube: Cube, callerAccess: number): MessageInitShape<t
     callerAccess,
     createdAt: ts(cube.createdAt),
     updatedAt: ts(cube.updatedAt),
+    retention: { maxAgeSeconds: cube.retentionMaxAgeSeconds ?? 0, maxItems: cube.retentionMaxItems ?? 0 },
+    floorCursor: cube.retainedFloor > 0n ? encodeCursor(cube.id, cube.retainedFloor) : "",
   };
 }
 

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
@@ -25,16 +26,24 @@ import { DeliveryRecorder } from "./live/deliveries";
 import { type ActivityFeed, activityFeed } from "./live/feed";
 import { MachineDirectory } from "./live/machines";
 import { type LivenessRound, livenessRound } from "./ops/liveness";
+import { RETENTION_LEASE, type RetentionRound, retentionRound } from "./ops/retention";
 import { resolveTokenCached } from "./reads/credentials";
 import { closeAuthCache, openAuthCache } from "./store/auth-cache";
 import { StorageGuard } from "./store/guard";
 import { openPrisma } from "./store/prisma";
+import { dropJobLease } from "./tables/retention";
 
 /** The service's SQL migrations (Prisma layout), beside src/ and dist/ alike. */
 export const migrationsDir = join(__dirname, "..", "prisma", "migrations");
 
 /** The background job that runs the liveness scan every `CUBE_LIVENESS_INTERVAL_MS` (0 = off). */
 export const LIVENESS_JOB = "liveness";
+
+/** What the retention job counts per kind of row it deletes. */
+const PRUNED_KINDS = ["entries", "notifications", "receipts", "notices", "acks", "claims"] as const;
+
+/** The background job that tries the retention round every `CUBE_RETENTION_INTERVAL_MS` (0 = off); one replica holds its lease. */
+const RETENTION_JOB = "retention";
 
 /** The cube service: identity, cubes/roles/seats and the activity log over gRPC, wired in one step. */
 export const cubeService = defineService<CubeConfig>({
@@ -69,6 +78,25 @@ export const cubeService = defineService<CubeConfig>({
     });
     const round = () => livenessRound(deps, (effects) => publishEffects(deps, effects));
     const deliveries = new DeliveryRecorder(deps);
+    // This replica's name on fleet-wide job leases.
+    const replicaId = randomUUID();
+    const rounds = metrics.counter(
+      "unimatrix_cube_retention_rounds_total",
+      "Retention rounds tried on this replica: held (it held the fleet-wide lease and ran the round) or skipped.",
+      ["outcome"],
+    );
+    const pruned = metrics.counter(
+      "unimatrix_cube_retention_pruned_total",
+      "Rows the retention job deleted on this replica, by kind (entries, notifications, receipts, notices, acks, claims).",
+      ["kind"],
+    );
+    const retain = async (signal?: AbortSignal) => {
+      const round = await retentionRound(deps, replicaId, signal);
+      rounds.inc({ outcome: round.held ? "held" : "skipped" });
+      for (const cube of round.cubes)
+        for (const kind of PRUNED_KINDS) if (cube[kind] > 0) pruned.inc({ kind }, cube[kind]);
+      return round;
+    };
     return {
       routes: [
         route(IdentityService, identityHandlers(deps, operatorToken)),
@@ -82,14 +110,19 @@ export const cubeService = defineService<CubeConfig>({
         now: () => clock.now().getTime(),
         resolveToken: async (parsed, raw) => (await resolveTokenCached(deps, parsed, raw))?.principal ?? null,
       }),
-      background: [{ name: LIVENESS_JOB, everyMs: config.livenessIntervalMs, run: round }],
-      extra: { livenessRound: round, deps, feed },
+      background: [
+        { name: LIVENESS_JOB, everyMs: config.livenessIntervalMs, run: round },
+        { name: RETENTION_JOB, everyMs: config.retentionIntervalMs, run: retain },
+      ],
+      extra: { livenessRound: round, retentionRound: retain, deps, feed },
       async close() {
         await feed.close();
         await deliveries.close();
         await closeAuthCache(auth);
         deps.machines?.close();
         if (streams instanceof RedisStreamCounter) await streams.close();
+        // A stopping replica hands the retention lease over at once (best effort: it also expires).
+        await dropJobLease(prisma, RETENTION_LEASE, replicaId).catch(() => {});
         await prisma.$disconnect();
       },
     };
@@ -108,6 +141,8 @@ export interface RunningCube extends StartedService<CubeConfig> {
   scanLiveness(): Promise<string[]>;
   /** Runs one liveness round now; resolves with everything it did (pings, stale claims, nudges). */
   livenessRound(): Promise<LivenessRound>;
+  /** Runs one retention round now (if this replica holds, or can take, the fleet-wide lease); `signal` ends it at the next step. */
+  retentionRound(signal?: AbortSignal): Promise<RetentionRound>;
   /** The wired dependencies: handler- and op-level tests call handlers and ops on them without a socket. */
   readonly deps: CubeDeps;
   /** The replica's activity feed (what the ActivityService handlers are built on). */
@@ -121,6 +156,7 @@ export async function startCube(options: CubeServiceOptions): Promise<RunningCub
   const round = running.extra.livenessRound as () => Promise<LivenessRound>;
   return Object.assign(running, {
     livenessRound: round,
+    retentionRound: running.extra.retentionRound as (signal?: AbortSignal) => Promise<RetentionRound>,
     scanLiveness: async () => (await round()).pinged,
     deps: running.extra.deps as CubeDeps,
     feed: running.extra.feed as ActivityFeed,

@@ -47,7 +47,7 @@ async function startReplica(schema: string, busPrefix: string, options: HarnessO
     port: 0,
     schema,
     clock: options.clock,
-    cube: { livenessIntervalMs: 0, ...options.cube },
+    cube: { livenessIntervalMs: 0, retentionIntervalMs: 0, ...options.cube },
   });
   const address = `127.0.0.1:${service.port}`;
   const identity = createClient(IdentityService, address);

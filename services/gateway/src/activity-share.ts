@@ -18,6 +18,8 @@ const activityStep = ({ event }: SubscribeActivityResponse): Step => {
   switch (event.case) {
     case "entry":
     case "notification":
+    // Retention passed the cursor: resume after the floor it names (the consumer rebuilds its view).
+    case "reset":
       return { cursor: event.value.cursor };
     case "ready":
     case "heartbeat":

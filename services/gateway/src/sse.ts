@@ -277,6 +277,10 @@ function activityFrames(message: SubscribeActivityResponse, readySent: boolean):
       return readySent ? [] : [{ event: "ready", id: event.value.cursor || undefined, data: json.ready }];
     case "accessRevoked":
       return [{ event: "access_revoked", data: json.accessRevoked ?? {}, end: true }];
+    case "reset":
+      // The cursor was below the cube's retained floor: what followed it was pruned. The id is the
+      // floor, so a reconnect resumes after it; the console reloads its view on this event.
+      return [{ event: "reset", id: event.value.cursor, data: json.reset }];
     case "closed":
       return event.value.reason === StreamCloseReason.SHUTDOWN
         ? []

@@ -8,6 +8,7 @@ import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/type
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import type { RunningCube } from "@unimatrix/cube";
 import { type RunningGateway, startGateway } from "@unimatrix/gateway";
 import { readConfig } from "@unimatrix/service-kit/config";
 import { createClient } from "@unimatrix/service-kit/grpc";
@@ -382,4 +383,53 @@ describe("gateway: web console", () => {
     expect(await decisions.getByText("the team is all in").count()).toBe(1);
     await shot("08-user-view");
   });
+
+  it("reloads the activity list when its stream resumes below the retained floor (SSE reset)", async () => {
+    // The page is on the cube as the user, live. Keep the newest 2 positions of the cube.
+    await call(
+      system,
+      "unimatrix.cube.v1.CubeService/UpdateCube",
+      { cubeId: acme.cubeId, retention: { maxItems: 2 } },
+      acme.user,
+    );
+    await page.locator("#stream-status[data-state=live]").waitFor();
+    expect(await page.getByText("a word from the admin").count()).toBe(1);
+    const port = (restarted ?? system.gateway).port;
+    await (restarted ?? system.gateway).stop();
+    await page.locator("#stream-status[data-state=reconnecting]").waitFor();
+    // While the gateway is down: three posts, and retention prunes past the console's cursor.
+    const activity = createClient(ActivityService, `127.0.0.1:${system.cube.port}`);
+    try {
+      for (const message of ["kept? no", "kept 1", "kept 2"]) {
+        await activity.appendEntry(
+          { cubeId: acme.cubeId, message, visibility: Visibility.BROADCAST },
+          { metadata: { authorization: `Bearer ${poster.sessionToken}` } },
+        );
+      }
+    } finally {
+      activity.close();
+    }
+    expect((await (system.cube as RunningCube).retentionRound()).held).toBe(true);
+    restarted = await startGateway({
+      config: system.config,
+      gateway: {
+        ...readConfig(gatewayEnv, {}),
+        port,
+        cubeAddress: `127.0.0.1:${system.cube.port}`,
+        deviceAddress: `127.0.0.1:${system.device.port}`,
+        presenceAddress: `127.0.0.1:${system.presence.port}`,
+      },
+      internalKey: TEST_INTERNAL_KEY,
+      logger: silentLogger(),
+    });
+    // The resumed stream starts with `reset`: the console reads the retained log again, so what
+    // it showed before (now pruned) is gone and exactly the retained entries are listed.
+    await page.getByText("kept 2").waitFor({ timeout: 20_000 });
+    await eventually(
+      async () => (await page.getByText("a word from the admin").count()) === 0,
+      "the pruned entries to leave the list",
+    );
+    await page.locator("#stream-status[data-state=live]").waitFor();
+    expect(await page.locator("[role=log] li .message").allTextContents()).toEqual(["kept 1", "kept 2"]);
+  }, 60_000);
 });

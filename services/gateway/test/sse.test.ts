@@ -1,4 +1,5 @@
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import type { RunningCube } from "@unimatrix/cube";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import { eventually } from "@unimatrix/service-kit/testing";
 import { EventSource } from "eventsource";
@@ -29,6 +30,7 @@ function listen(url: string, token: string, lastEventId?: string) {
     "notification",
     "ready",
     "access_revoked",
+    "reset",
     "machine_snapshot",
     "machine_linked",
     "machine_unlinked",
@@ -178,5 +180,45 @@ describe("gateway: SSE", () => {
       ["machine_unlinked", machine.machine.id],
     ]);
     expect(Number(transitions[1]!.id)).toBeGreaterThan(Number(transitions[0]!.id));
+  });
+
+  it("answers a Last-Event-ID below the retained floor with a reset event (id = the floor), then every entry after it once", async () => {
+    // Keep the newest 3 positions of this cube, post, and let the retention job prune.
+    await call(
+      system,
+      "unimatrix.cube.v1.CubeService/UpdateCube",
+      { cubeId: acme.cubeId, retention: { maxItems: 3 } },
+      acme.user,
+    );
+    await post("r1");
+    const head = await call<{ items: { entry?: { cursor: string; message: string } }[] }>(
+      system,
+      "unimatrix.cube.v1.ActivityService/ReadActivity",
+      { cubeId: acme.cubeId, pageSize: 500 },
+      acme.user,
+    );
+    const r1 = head.items.flatMap((i) => (i.entry ? [i.entry] : [])).find((e) => e.message === "r1")!;
+    for (const m of ["r2", "r3", "r4", "r5"]) await post(m);
+    const round = await (system.cube as RunningCube).retentionRound();
+    expect(round.held).toBe(true);
+    const { cube } = await call<{ cube: { floorCursor: string } }>(
+      system,
+      "unimatrix.cube.v1.CubeService/GetCube",
+      { cubeId: acme.cubeId },
+      acme.user,
+    );
+    expect(cube.floorCursor).not.toBe("");
+
+    const resumed = listen(`${system.url}/v1/cubes/${acme.cubeId}/events`, reader, r1.cursor);
+    await eventually(() => resumed.received.some((r) => r.type === "ready"), "ready");
+    await post("r6");
+    await eventually(() => messages(resumed.received).includes("r6"), "a live entry after the reset");
+    resumed.source.close();
+    expect(resumed.received[0]).toMatchObject({
+      type: "reset",
+      id: cube.floorCursor,
+      data: { cursor: cube.floorCursor },
+    });
+    expect(messages(resumed.received)).toEqual(["r3", "r4", "r5", "r6"]);
   });
 });

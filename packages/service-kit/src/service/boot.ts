@@ -58,10 +58,11 @@ export interface Booted {
 function schedule(job: Background, timers: Timers, logger: Logger): () => Promise<void> {
   if (job.everyMs <= 0) return async () => {};
   let running: Promise<unknown> | undefined;
+  const stopping = new AbortController();
   const stop = timers.every(job.everyMs, () => {
     if (running) return;
     running = job
-      .run()
+      .run(stopping.signal)
       .catch((error: unknown) => logger.warn({ err: error, job: job.name }, "background job failed"))
       .finally(() => {
         running = undefined;
@@ -69,6 +70,7 @@ function schedule(job: Background, timers: Timers, logger: Logger): () => Promis
   });
   return async () => {
     stop();
+    stopping.abort();
     await running;
   };
 }

@@ -27,5 +27,6 @@ export interface Background {
   readonly name: string;
   /** Interval; 0 or less = not scheduled (a test can still run it with `runBackground`). */
   readonly everyMs: number;
-  run(): Promise<unknown>;
+  /** One round; `signal` aborts when the service stops, so a long round can end at a safe point. */
+  run(signal: AbortSignal): Promise<unknown>;
 }

@@ -105,7 +105,7 @@ export async function startService<Config>(
     runBackground(name: string) {
       const job = jobs.get(name);
       if (!job) return Promise.reject(new Error(`${manifest.name} has no background job ${name}`));
-      return job.run();
+      return job.run(new AbortController().signal);
     },
   });
 }

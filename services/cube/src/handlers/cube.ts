@@ -85,7 +85,13 @@ export function cubeHandlers(deps: CubeDeps): ServiceImpl<typeof CubeService> {
           : taxonomy("taxonomy_json", request.taxonomyJson);
       const { cube, access } = await runOp(
         deps,
-        updateCube(deps, await ctx.principal(), cubeId, { directive, taxonomyJson }),
+        updateCube(deps, await ctx.principal(), cubeId, {
+          directive,
+          taxonomyJson,
+          ...(request.retention
+            ? { retention: { maxAgeSeconds: request.retention.maxAgeSeconds, maxItems: request.retention.maxItems } }
+            : {}),
+        }),
       );
       return { cube: cubeToWire(cube, access) };
     },

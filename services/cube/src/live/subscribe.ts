@@ -11,12 +11,13 @@ import { eventOf } from "../convert";
 import type { CubeDeps } from "../deps";
 import { runOp } from "../effects";
 import { noteWait } from "../ops/note-read";
-import { positionOf } from "../reads/activity";
+import { streamStart } from "../reads/activity";
 import { revokedReason, streamCredential } from "../reads/credentials";
 import { READ } from "../rules/access";
+import { encodeCursor } from "../rules/cursor";
 import { viewerOf } from "../rules/visibility";
 import { requireAccess } from "../store/access";
-import { loadItems, scanVisible } from "../tables/entries";
+import { floorOf, loadItems, scanVisible } from "../tables/entries";
 import type { DeliveryRecorder } from "./deliveries";
 import type { ActivityFeed } from "./feed";
 import { type Event, StreamSink } from "./sink";
@@ -39,7 +40,7 @@ export function subscribeActivity(
     const cubeId = requireUuid("cube_id", request.cubeId);
     const principal = await ctx.principal();
     const s = await requireAccess(deps.prisma, principal, cubeId, READ, "reading");
-    const start = request.after === undefined ? BigInt(s.cube.head) : positionOf("after", s, request.after);
+    const start = request.after === undefined ? BigInt(s.cube.head) : streamStart("after", s, request.after);
     // Opening a stream is a drone's activity (MCP log_wait opens one per wait): it renews its claims.
     await runOp(deps, noteWait(deps, principal));
     // A principal resolved from a credential since rotated or revoked (an edge that has not heard
@@ -91,13 +92,25 @@ export function subscribeActivity(
   };
 }
 
-/** Reads from the database until the stream is level with the log, then lets the feed take over. */
+/**
+ * Reads from the database until the stream is level with the log, then lets the feed take over.
+ * A stream behind the cube's retained floor (it resumed from an expired cursor, or retention
+ * passed it while it caught up) gets `reset{floor cursor}` and goes on after the floor.
+ */
 async function* catchUp(deps: CubeDeps, sink: StreamSink): AsyncGenerator<Event> {
   sink.needCatchUp = false;
   sink.live = false;
   for (;;) {
     sink.dirty = false;
     const page = await scanVisible(deps.prisma, sink.cubeId, sink.last, sink.viewer, 500);
+    // Read after the scan: retention raises the floor before it deletes, so a floor past
+    // `sink.last` now means this page may have holes (and rows under the floor are not the stream's).
+    const floor = await floorOf(deps.prisma, sink.cubeId);
+    if (floor > sink.last) {
+      sink.last = floor;
+      yield { event: { case: "reset", value: { cursor: encodeCursor(sink.cubeId, floor) } } };
+      continue;
+    }
     const items = await loadItems(deps.prisma, page.rows);
     for (const item of items) yield eventOf(item);
     const moved = page.last !== sink.last;

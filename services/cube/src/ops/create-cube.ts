@@ -62,6 +62,9 @@ export async function createCube(
         ownerKind: principal.kind,
         requestKey: input.requestKey,
         head: 0n,
+        retainedFloor: 0n,
+        retentionMaxAgeSeconds: null,
+        retentionMaxItems: null,
         createdAt: now,
         updatedAt: now,
       });

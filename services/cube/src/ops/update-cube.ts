@@ -1,5 +1,5 @@
 /**
- * UpdateCube: directive and/or taxonomy (MANAGE).
+ * UpdateCube: directive, taxonomy and/or retention settings (MANAGE).
  *
  * Lock order: the cube row (update), after the caller's MANAGE is read in the same transaction.
  */
@@ -15,15 +15,19 @@ import { inTransaction } from "../store/prisma";
 import type { Cube } from "../store/rows";
 import { updateCubeFields } from "../tables/cubes";
 
-/** Changes directive and/or taxonomy (empty taxonomy removes it). Effects: the cube's cached access (it carries the taxonomy). */
+/**
+ * Changes directive, taxonomy (empty taxonomy removes it) and/or retention (zero fields: the
+ * service default). Effects: the cube's cached access (it carries the taxonomy).
+ */
 export async function updateCube(
   deps: CubeDeps,
   principal: Principal,
   cubeId: string,
-  change: { directive?: string; taxonomyJson?: string },
+  change: { directive?: string; taxonomyJson?: string; retention?: { maxAgeSeconds: number; maxItems: number } },
 ): Promise<OpResult<{ cube: Cube; access: AccessLevel }>> {
-  if (change.directive === undefined && change.taxonomyJson === undefined)
-    throw new InvalidArgumentError("directive", "set directive and/or taxonomy_json");
+  if (change.directive === undefined && change.taxonomyJson === undefined && change.retention === undefined)
+    throw new InvalidArgumentError("directive", "set directive, taxonomy_json and/or retention");
+  const { retention } = change;
   await requireAccess(deps.prisma, principal, cubeId, MANAGE, "updating the cube");
   await deps.guard.admit(Buffer.byteLength(change.directive ?? "") + Buffer.byteLength(change.taxonomyJson ?? ""));
   const now = deps.clock.now();
@@ -36,6 +40,12 @@ export async function updateCube(
         ...(change.directive !== undefined ? { directive: change.directive } : {}),
         ...(change.taxonomyJson !== undefined
           ? { taxonomyJson: change.taxonomyJson === "" ? null : change.taxonomyJson }
+          : {}),
+        ...(retention
+          ? {
+              retentionMaxAgeSeconds: retention.maxAgeSeconds === 0 ? null : retention.maxAgeSeconds,
+              retentionMaxItems: retention.maxItems === 0 ? null : retention.maxItems,
+            }
           : {}),
       },
       now,

@@ -21,7 +21,7 @@ export function decodeCursor(field: string, cubeId: string, cursor: string): big
   return buf.readBigUInt64BE(16);
 }
 
-/** The part of a cube's order a cursor may point into: (`floor`, `head`]; `floor` is 0 while nothing is pruned. */
+/** The part of a cube's order a cursor may point into: [`floor`, `head`]; `floor` is 0 while nothing is pruned. */
 export interface CursorWindow {
   /** The cube's last position. */
   readonly head: bigint;
@@ -37,9 +37,15 @@ export function cursorPosition(field: string, cubeId: string, window: CursorWind
   if (cursor === "") return window.floor;
   const position = decodeCursor(field, cubeId, cursor);
   if (position > window.head) throw new InvalidArgumentError(field, "is ahead of the cube's activity");
-  if (position < window.floor)
-    throw new FailedPreconditionError(`${field} has expired: the activity before it was pruned`);
+  if (position < window.floor) throw expired(field);
   return position;
+}
+
+/** A cursor behind the retained floor: FAILED_PRECONDITION, restart from an empty cursor (the floor). */
+export function expired(field: string): FailedPreconditionError {
+  return new FailedPreconditionError(
+    `${field} has expired: the activity after it was pruned by retention; read again from an empty cursor`,
+  );
 }
 
 function cubeIdOf(buf: Buffer): string {

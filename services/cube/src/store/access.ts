@@ -36,7 +36,8 @@ export async function standing(db: RawQuery, principal: Principal, cubeId: strin
     })[]
   >`
     SELECT c.id::text, c.tenant_id::text, c.name, c.directive, c.taxonomy_json, c.owner_id::text, c.owner_kind,
-           c.request_key::text, c.head, c.created_at, c.updated_at,
+           c.request_key::text, c.head, c.created_at, c.updated_at, c.retained_floor,
+           c.retention_max_age_seconds, c.retention_max_items,
            g.access, d.id::text AS drone_id, d.label AS drone_label, d.evicted_at AS drone_evicted_at,
            r.name AS role_name, r.can_broadcast, r.receives_all_direct, r.human_seat
     FROM cubes c
@@ -79,6 +80,9 @@ function cubeOf(row: CubeRow): Cube {
     head: BigInt(row.head),
     createdAt: row.created_at,
     updatedAt: row.updated_at,
+    retainedFloor: BigInt(row.retained_floor),
+    retentionMaxAgeSeconds: row.retention_max_age_seconds,
+    retentionMaxItems: row.retention_max_items,
   };
 }
 
@@ -86,7 +90,8 @@ function cubeOf(row: CubeRow): Cube {
 export async function cubeRow(db: RawQuery, tenantId: string, cubeId: string): Promise<Cube | null> {
   const [row] = await db.$queryRaw<CubeRow[]>`
     SELECT id::text, tenant_id::text, name, directive, taxonomy_json, owner_id::text, owner_kind,
-           request_key::text, head, created_at, updated_at
+           request_key::text, head, created_at, updated_at, retained_floor,
+           retention_max_age_seconds, retention_max_items
     FROM cubes WHERE id = ${cubeId}::uuid AND tenant_id = ${tenantId}::uuid`;
   return row ? cubeOf(row) : null;
 }
@@ -103,6 +108,9 @@ interface CubeRow {
   head: bigint;
   created_at: Date;
   updated_at: Date;
+  retained_floor: bigint;
+  retention_max_age_seconds: number | null;
+  retention_max_items: number | null;
 }
 
 /** Resolves standing and requires `level`: PERMISSION_DENIED when the cube is readable but not enough. */

@@ -25,11 +25,16 @@ export function insertOwnerGrant(tx: Tx, cube: Cube, clientId: string, now: Date
   });
 }
 
-/** Changes a cube's directive and/or taxonomy (null removes it). */
+/** Changes a cube's directive, taxonomy (null removes it) and/or retention settings (null: the service default). */
 export function updateCubeFields(
   tx: Tx,
   cubeId: string,
-  change: { directive?: string; taxonomyJson?: string | null },
+  change: {
+    directive?: string;
+    taxonomyJson?: string | null;
+    retentionMaxAgeSeconds?: number | null;
+    retentionMaxItems?: number | null;
+  },
   now: Date,
 ): Promise<Cube> {
   return tx.cube.update({ where: { id: cubeId }, data: { ...change, updatedAt: now } });

@@ -286,6 +286,15 @@ export async function headOf(db: PrismaClient | Tx, cubeId: string): Promise<big
   return BigInt(cube?.head ?? 0n);
 }
 
+/**
+ * A cube's retained floor (0 for an unknown cube). Retention raises it before it deletes, so a
+ * scan followed by this read knows whether rows it should have seen may have been pruned under it.
+ */
+export async function floorOf(db: PrismaClient | Tx, cubeId: string): Promise<bigint> {
+  const cube = await db.cube.findUnique({ where: { id: cubeId }, select: { retainedFloor: true } });
+  return BigInt(cube?.retainedFloor ?? 0n);
+}
+
 /** Visible items after a position: what was found, the last position scanned, and whether the log goes on. */
 export interface VisiblePage {
   readonly rows: ActivityRow[];

@@ -75,6 +75,8 @@ export function activityFeed(options: ActivityFeedOptions) {
       onEvent: (type, data) => {
         if (type === "entry") options.entry(data as Entry);
         else if (type === "notification") options.notification(data as Notification);
+        // Retention pruned what followed the stream's cursor: the list has holes, read it again.
+        else if (type === "reset") queueMicrotask(restart);
         else if (type === "access_revoked") {
           const reason = (data as { reason?: string }).reason || "access revoked";
           options.setStreamState("ended", reason);
@@ -84,27 +86,29 @@ export function activityFeed(options: ActivityFeedOptions) {
     });
   }
 
+  /** Reads everything again as the current viewer (the stream resumes where it was if the read is empty). */
+  function restart() {
+    const after = stream?.lastEventId() ?? "";
+    stream?.close();
+    log.clear();
+    notices.clear();
+    void backfill().then(
+      (cursor) => !disposed && startStream(cursor || after),
+      (e) => {
+        if (options.seated() && e instanceof ApiError && e.code === "unauthenticated")
+          dropSeat("Your seat session ended");
+        else options.showError(e);
+      },
+    );
+  }
+
   return {
     /** The first read: the retained log, then the stream from its end. */
     async open() {
       const cursor = await backfill();
       if (!disposed) startStream(cursor);
     },
-    /** Reads everything again as the current viewer (the stream resumes where it was if the read is empty). */
-    restart() {
-      const after = stream?.lastEventId() ?? "";
-      stream?.close();
-      log.clear();
-      notices.clear();
-      void backfill().then(
-        (cursor) => !disposed && startStream(cursor || after),
-        (e) => {
-          if (options.seated() && e instanceof ApiError && e.code === "unauthenticated")
-            dropSeat("Your seat session ended");
-          else options.showError(e);
-        },
-      );
-    },
+    restart,
     dispose() {
       disposed = true;
       stream?.close();
