@@ -63,7 +63,7 @@ export async function runHook(event: HookEvent, options: HookOptions): Promise<s
     const token = options.droneToken ? { droneToken: options.droneToken } : {};
     const declared = options.droneId ? { droneId: options.droneId } : {};
     if (event === "session-end") {
-      await door.request({ op: "bye", ...who });
+      await door.request({ op: "bye", ...who, ...token });
       return "";
     }
     if (event === "session-start") {
