@@ -3,7 +3,7 @@ import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import type { Daemon } from "./daemon";
 import { HOOK_EVENTS, type HookEvent, runHook } from "./hook";
-import { defaultDoorPath, defaultSpoolDir } from "./paths";
+import { defaultDoorPath, defaultHookStateDir, defaultSpoolDir } from "./paths";
 import { DoorClient } from "./protocol";
 
 /** The daemon's version, sent in the Link's hello. */
@@ -53,6 +53,8 @@ Events: ${HOOK_EVENTS.join(", ")}
 Reads the agent host's hook JSON on stdin (session_id, hook_event_name, …), asks the local door
 for what waits for that session, prints it in the host's format and marks it delivered. Prints
 nothing when nothing waits; never fails the host (errors go to stderr, exit code 0).
+With no daemon at the door and a gateway configured, it reads the drone's inbox at the gateway
+instead (one HTTP call with the drone token; 304 when nothing is new).
 
   session-start        introduces the session (UNIMATRIX_DRONE_TOKEN) and prints what waits
   post-tool-use        Claude Code: {"hookSpecificOutput":{"hookEventName":"PostToolUse",
@@ -66,10 +68,12 @@ Options:
   --door <path>        the local door (env UNIMATRIX_DOOR; same default as the daemon)
   --harness <name>     the agent host's name (env UNIMATRIX_HARNESS; default claude-code)
   --format <f>         claude (default) or text: plain lines on stdout for any host
+  --gateway <url>      the gateway's base URL, used when no daemon runs (env UNIMATRIX_GATEWAY)
   -h, --help           show this help
 
 Environment: UNIMATRIX_DRONE_TOKEN (the drone session token), UNIMATRIX_DRONE_ID (only for a
-daemon with no --cube).
+daemon with no --cube and no presence link), UNIMATRIX_HOOK_STATE (where a hook with no daemon
+keeps each session's inbox cursor; default $XDG_STATE_HOME/unimatrix/hook).
 `;
 
 /** Standard streams and environment of one CLI run (the seam tests use). */
@@ -221,6 +225,7 @@ async function hook(event: string, args: readonly string[], io: CliIo): Promise<
       door: { type: "string" },
       harness: { type: "string" },
       format: { type: "string" },
+      gateway: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -240,10 +245,12 @@ async function hook(event: string, args: readonly string[], io: CliIo): Promise<
   // A hook never fails the agent's host: any trouble is a line on stderr and exit code 0.
   try {
     const env = io.env;
+    const gateway = values.gateway ?? env.UNIMATRIX_GATEWAY;
     await runHook(event as HookEvent, {
       door: values.door ?? defaultDoorPath(env),
       harness: values.harness ?? env.UNIMATRIX_HARNESS ?? "claude-code",
       format,
+      ...(gateway ? { gateway, stateDir: defaultHookStateDir(env) } : {}),
       ...(env.UNIMATRIX_DRONE_TOKEN ? { droneToken: env.UNIMATRIX_DRONE_TOKEN } : {}),
       ...(env.UNIMATRIX_DRONE_ID ? { droneId: env.UNIMATRIX_DRONE_ID } : {}),
       input: await io.readStdin(),
