@@ -53,9 +53,10 @@ export class DaemonProcess {
   readonly exited: Promise<number | null>;
   readonly child: ChildProcess;
 
-  constructor(args: readonly string[], env: NodeJS.ProcessEnv = {}) {
+  constructor(args: readonly string[], env: NodeJS.ProcessEnv = {}, as?: { uid: number; gid: number }) {
     this.child = spawn(process.execPath, [UNIMATRIX, "machine", "run", ...args], {
       env: { ...process.env, ...env },
+      ...(as ?? {}),
       stdio: ["ignore", "pipe", "pipe"],
     });
     let buffer = "";
