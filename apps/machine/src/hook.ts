@@ -1,5 +1,4 @@
 import { writeSync } from "node:fs";
-import { forgetInboxState, inboxStateFile, readInbox } from "./direct";
 import { DoorClient, type DoorItem } from "./protocol";
 
 /** The host events `unimatrix hook` answers (Claude Code's names, kebab-cased). */
@@ -70,6 +69,8 @@ function noDaemon(error: unknown): boolean {
 async function runDirect(event: HookEvent, options: HookOptions, session: string, gateway: string): Promise<string> {
   const token = options.droneToken;
   if (!token || !options.stateDir) return "";
+  // Loaded only on this path: HTTP(S) and crypto stay out of the start-up of a hook at a door.
+  const { forgetInboxState, inboxStateFile, readInbox } = await import("./direct.js");
   const stateFile = inboxStateFile(options.stateDir, options.harness, session);
   if (event === "session-end") {
     forgetInboxState(stateFile);

@@ -17,7 +17,9 @@ const command = argv[0];
 if (command === "--help" || command === "-h" || command === "help") {
   process.stdout.write(HELP);
 } else if (command === "machine" || command === "hook") {
-  import("@unimatrix/machine/cli")
+  // A hook runs after every tool call as a fresh process: it loads the CLI bundled into one file
+  // (apps/machine/scripts/bundle-hook.mjs), which starts faster than the module tree.
+  (command === "hook" ? import("@unimatrix/machine/hook-bundle") : import("@unimatrix/machine/cli"))
     .then(({ runCli }) => runCli(argv))
     .then(
       (code) => process.exit(code),
