@@ -6,7 +6,7 @@
 // `hook.door.p99_ms.*`), and the floors of the same run: `node -e 0` (a process that does nothing)
 // and one bare connect + request line + answer line on a Unix socket.
 // Target (issue 28): p99 ≤ 20 ms. Needs the local Postgres and Redis.
-import { execFileSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -114,11 +114,17 @@ async function main(): Promise<void> {
         throw new Error(`the hook did not print item ${i}: ${run.stderr}`);
     }
     const bare = await floor();
-    // The process floor: Node starting and exiting with nothing to do.
+    // The process floor: Node starting and exiting with nothing to do, spawned the same way (async,
+    // stdin piped, while this process's cube and presence keep running).
     const nodeOnly: number[] = [];
     for (let i = 0; i < PROCESS_RUNS; i += 1) {
       const started = performance.now();
-      execFileSync(process.execPath, ["-e", "0"]);
+      await new Promise<void>((resolve, reject) => {
+        const child = spawn(process.execPath, ["-e", "0"], { stdio: ["pipe", "pipe", "pipe"] });
+        child.once("error", reject);
+        child.once("close", () => resolve());
+        child.stdin.end(input);
+      });
       nodeOnly.push(performance.now() - started);
     }
 

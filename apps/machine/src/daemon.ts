@@ -93,6 +93,8 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
   const tokens = new Map<string, string>();
   /** Sessions presence has tied to this machine on the current link. */
   const bound = new Set<string>();
+  /** Tokens of ended sessions still to untie (the link was down at their end); memory only. */
+  const untiePending = new Set<string>();
   let link: PresenceLink | undefined;
 
   async function introduce(request: Record<string, unknown>, token: string): Promise<SessionRecord> {
@@ -121,8 +123,27 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
     bound.delete(key);
   }
 
-  /** On every new link: ties each session whose token this daemon holds to the machine again. */
+  /**
+   * Unties an ended session's drone session from the machine. Not linked, or presence unable to
+   * ask cube: kept, and tried again at the next link. Answers true, or why not (yet).
+   */
+  async function untie(token: string): Promise<true | string> {
+    const answer = await (link ?? { bindSession: () => Promise.reject(new Error("not linked")) })
+      .bindSession(token, true)
+      .catch((error: Error) => error.message);
+    if (typeof answer !== "string" && answer.code === 0) {
+      untiePending.delete(token);
+      return true;
+    }
+    const retry = typeof answer === "string" || answer.code === grpc.status.UNAVAILABLE;
+    if (retry) untiePending.add(token);
+    else untiePending.delete(token);
+    return typeof answer === "string" ? answer : `code ${answer.code}: ${answer.message}`;
+  }
+
+  /** On every new link: unties what ended meanwhile, then ties each session whose token it holds again. */
   async function rebindAll(): Promise<void> {
+    for (const token of [...untiePending]) await untie(token);
     bound.clear();
     for (const [key, token] of [...tokens]) {
       const [harness = "", session = ""] = [key.slice(0, key.indexOf(":")), key.slice(key.indexOf(":") + 1)];
@@ -208,8 +229,8 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
         const token = optionalStr(request.droneToken, "droneToken") ?? tokens.get(`${harness}:${session}`);
         forget(harness, session);
         // Untie the drone session from this machine (its notices stop coming here); best effort.
-        const untied = token && link?.linked ? await link.bindSession(token, true).catch(() => undefined) : undefined;
-        log("session_end", { harness, session, unbound: untied?.code === 0 });
+        const unbound = token ? await untie(token) : false;
+        log("session_end", { harness, session, unbound });
         return { ok: true };
       }
       case "status":

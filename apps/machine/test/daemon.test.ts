@@ -105,8 +105,9 @@ describe("unimatrix machine run + unimatrix hook: notices from presence into a C
     const end = await runUnimatrix(["hook", "session-end", "--door", door], hookInput("SessionEnd", "s-acme"), env);
     expect(end).toMatchObject({ code: 0, stdout: "", stderr: "" });
     expect(await status(door)).toMatchObject({ sessions: 0, pending: 1 });
-    expect(await daemon.waitFor("session_end")).toMatchObject({ session: "s-acme", unbound: true });
-    expect((await t.tiedTo()).session).toBeNull();
+    expect(await daemon.waitFor("session_end")).toMatchObject({ session: "s-acme" });
+    // Untied at once, or at the next link if the link was down at that moment.
+    await eventually(async () => (await t.tiedTo()).session === null, "the drone session untied");
 
     // A new session of the same drone starts while the item waits: SessionStart ties the drone
     // again, and its stdout (plain lines, which Claude Code adds to the context) carries it, once.

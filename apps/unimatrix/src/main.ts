@@ -18,8 +18,13 @@ if (command === "--help" || command === "-h" || command === "help") {
   process.stdout.write(HELP);
 } else if (command === "machine" || command === "hook") {
   // A hook runs after every tool call as a fresh process: it loads the CLI bundled into one file
-  // (apps/machine/scripts/bundle-hook.mjs), which starts faster than the module tree.
-  (command === "hook" ? import("@unimatrix/machine/hook-bundle") : import("@unimatrix/machine/cli"))
+  // (apps/machine/scripts/bundle-hook.mjs) with a plain require — an import() would start Node's
+  // ESM loader, which alone costs about as much CPU as the hook's own work.
+  const load = (): Promise<typeof import("@unimatrix/machine/cli")> =>
+    command === "hook"
+      ? Promise.resolve(require("@unimatrix/machine/hook-bundle") as typeof import("@unimatrix/machine/cli"))
+      : import("@unimatrix/machine/cli");
+  load()
     .then(({ runCli }) => runCli(argv))
     .then(
       (code) => process.exit(code),
