@@ -1,7 +1,7 @@
 // Bundles `unimatrix hook …` into one file (apps/machine/dist/hook-bundle.js): the hook runs after every
 // tool call as a fresh process, and one pre-resolved file starts faster than a tree of modules.
 // Its input is the compiled CLI (dist/cli.js, from `tsc --build`); the daemon (loaded only by
-// `machine run`) and the gateway path's HTTP client (only with no daemon) stay separate files.
+// `machine run`) stays a separate file.
 
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,6 +18,6 @@ await build({
   target: "node20",
   minify: true,
   // Loaded with import() only where needed; they resolve beside the bundle in dist/.
-  external: ["./daemon.js", "./direct.js"],
+  external: ["./daemon.js"],
   logLevel: "warning",
 });

@@ -1,8 +1,8 @@
-import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { request as httpRequest } from "node:http";
-import { request as httpsRequest } from "node:https";
 import { dirname, join } from "node:path";
+
+// node:crypto, node:http and node:https are required only when a hook goes to the gateway: a hook
+// at a door never pays for loading them (a plain require: an import() would start the ESM loader).
 
 /** What one read of the drone's inbox at the gateway gave: its lines, and whether one is urgent. */
 export interface InboxRead {
@@ -15,6 +15,7 @@ export interface InboxRead {
 
 /** Where the hook keeps, per host session, the cursor of what it last showed (`0600`, directory `0700`). */
 export function inboxStateFile(stateDir: string, harness: string, session: string): string {
+  const { createHash } = require("node:crypto") as typeof import("node:crypto");
   const digest = createHash("sha256").update(`${harness}\0${session}`).digest("hex").slice(0, 32);
   return join(stateDir, `${digest}.cursor`);
 }
@@ -49,7 +50,10 @@ export function forgetInboxState(path: string): void {
 export function readInbox(gateway: string, token: string, stateFile: string, timeoutMs = 5_000): Promise<InboxRead> {
   const shown = readState(stateFile);
   const url = new URL("/v1/inbox", gateway);
-  const send = url.protocol === "https:" ? httpsRequest : httpRequest;
+  const send =
+    url.protocol === "https:"
+      ? (require("node:https") as typeof import("node:https")).request
+      : (require("node:http") as typeof import("node:http")).request;
   return new Promise<InboxRead>((resolve, reject) => {
     const call = send(
       url,

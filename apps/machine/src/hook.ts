@@ -1,4 +1,5 @@
 import { writeSync } from "node:fs";
+import { forgetInboxState, inboxStateFile, readInbox } from "./direct";
 import { DoorClient, type DoorItem } from "./protocol";
 
 /** The host events `unimatrix hook` answers (Claude Code's names, kebab-cased). */
@@ -69,9 +70,6 @@ function noDaemon(error: unknown): boolean {
 async function runDirect(event: HookEvent, options: HookOptions, session: string, gateway: string): Promise<string> {
   const token = options.droneToken;
   if (!token || !options.stateDir) return "";
-  // Loaded only on this path (HTTP(S) and crypto stay out of the start-up of a hook at a door),
-  // with require: an import() would start Node's ESM loader.
-  const { forgetInboxState, inboxStateFile, readInbox } = require("./direct.js") as typeof import("./direct.js");
   const stateFile = inboxStateFile(options.stateDir, options.harness, session);
   if (event === "session-end") {
     forgetInboxState(stateFile);
