@@ -25,8 +25,10 @@ a crash-safe spool until a hook puts them in front of the agent; confirms each o
 
 Options:
   --presence <target>   presence's gRPC target (env UNIMATRIX_PRESENCE; default 127.0.0.1:7003)
-  --cube <target>       cube's gRPC target, to verify drone session tokens (env UNIMATRIX_CUBE);
-                        unset: a session declares its drone id (UNIMATRIX_DRONE_ID)
+  --cube <target>       cube's gRPC target, to check drone session tokens while presence is away
+                        (env UNIMATRIX_CUBE); sessions are checked and tied to this machine
+                        through presence otherwise; with neither, a session declares its drone
+                        id (UNIMATRIX_DRONE_ID)
   --token-file <path>   file holding the machine token (else env UNIMATRIX_MACHINE_TOKEN)
   --tls                 use TLS with the system's roots (env UNIMATRIX_TLS=1)
   --ca-file <path>      use TLS trusting this CA bundle (PEM) (env UNIMATRIX_CA_FILE)
@@ -56,13 +58,14 @@ nothing when nothing waits; never fails the host (errors go to stderr, exit code
 With no daemon at the door and a gateway configured, it reads the drone's inbox at the gateway
 instead (one HTTP call with the drone token; 304 when nothing is new).
 
-  session-start        introduces the session (UNIMATRIX_DRONE_TOKEN) and prints what waits
+  session-start        introduces the session (UNIMATRIX_DRONE_TOKEN): the daemon ties its drone
+                       to this machine; prints what waits
   post-tool-use        Claude Code: {"hookSpecificOutput":{"hookEventName":"PostToolUse",
                        "additionalContext":"…"}}
   user-prompt-submit   prints the lines (a host adds this stdout to the context)
   stop                 blocks once ({"decision":"block","reason":"…"}) for a direct message or a
                        reply; never when stop_hook_active is set
-  session-end          forgets the session
+  session-end          forgets the session and unties its drone from this machine
 
 Options:
   --door <path>        the local door (env UNIMATRIX_DOOR; same default as the daemon)
