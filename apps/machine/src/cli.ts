@@ -3,7 +3,7 @@ import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import type { Daemon } from "./daemon";
 import { HOOK_EVENTS, type HookEvent, runHook } from "./hook";
-import { defaultDoorPath, defaultSpoolDir } from "./paths";
+import { defaultDoorPath, defaultHookStateDir, defaultSpoolDir } from "./paths";
 import { DoorClient } from "./protocol";
 
 /** The daemon's version, sent in the Link's hello. */
@@ -25,8 +25,10 @@ a crash-safe spool until a hook puts them in front of the agent; confirms each o
 
 Options:
   --presence <target>   presence's gRPC target (env UNIMATRIX_PRESENCE; default 127.0.0.1:7003)
-  --cube <target>       cube's gRPC target, to verify drone session tokens (env UNIMATRIX_CUBE);
-                        unset: a session declares its drone id (UNIMATRIX_DRONE_ID)
+  --cube <target>       cube's gRPC target, to check drone session tokens while presence is away
+                        (env UNIMATRIX_CUBE); sessions are checked and tied to this machine
+                        through presence otherwise; with neither, a session declares its drone
+                        id (UNIMATRIX_DRONE_ID)
   --token-file <path>   file holding the machine token (else env UNIMATRIX_MACHINE_TOKEN)
   --tls                 use TLS with the system's roots (env UNIMATRIX_TLS=1)
   --ca-file <path>      use TLS trusting this CA bundle (PEM) (env UNIMATRIX_CA_FILE)
@@ -53,23 +55,28 @@ Events: ${HOOK_EVENTS.join(", ")}
 Reads the agent host's hook JSON on stdin (session_id, hook_event_name, …), asks the local door
 for what waits for that session, prints it in the host's format and marks it delivered. Prints
 nothing when nothing waits; never fails the host (errors go to stderr, exit code 0).
+With no daemon at the door and a gateway configured, it reads the drone's inbox at the gateway
+instead (one HTTP call with the drone token; 304 when nothing is new).
 
-  session-start        introduces the session (UNIMATRIX_DRONE_TOKEN) and prints what waits
+  session-start        introduces the session (UNIMATRIX_DRONE_TOKEN): the daemon ties its drone
+                       to this machine; prints what waits
   post-tool-use        Claude Code: {"hookSpecificOutput":{"hookEventName":"PostToolUse",
                        "additionalContext":"…"}}
   user-prompt-submit   prints the lines (a host adds this stdout to the context)
   stop                 blocks once ({"decision":"block","reason":"…"}) for a direct message or a
                        reply; never when stop_hook_active is set
-  session-end          forgets the session
+  session-end          forgets the session and unties its drone from this machine
 
 Options:
   --door <path>        the local door (env UNIMATRIX_DOOR; same default as the daemon)
   --harness <name>     the agent host's name (env UNIMATRIX_HARNESS; default claude-code)
   --format <f>         claude (default) or text: plain lines on stdout for any host
+  --gateway <url>      the gateway's base URL, used when no daemon runs (env UNIMATRIX_GATEWAY)
   -h, --help           show this help
 
 Environment: UNIMATRIX_DRONE_TOKEN (the drone session token), UNIMATRIX_DRONE_ID (only for a
-daemon with no --cube).
+daemon with no --cube and no presence link), UNIMATRIX_HOOK_STATE (where a hook with no daemon
+keeps each session's inbox cursor; default $XDG_STATE_HOME/unimatrix/hook).
 `;
 
 /** Standard streams and environment of one CLI run (the seam tests use). */
@@ -221,6 +228,7 @@ async function hook(event: string, args: readonly string[], io: CliIo): Promise<
       door: { type: "string" },
       harness: { type: "string" },
       format: { type: "string" },
+      gateway: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -240,10 +248,12 @@ async function hook(event: string, args: readonly string[], io: CliIo): Promise<
   // A hook never fails the agent's host: any trouble is a line on stderr and exit code 0.
   try {
     const env = io.env;
+    const gateway = values.gateway ?? env.UNIMATRIX_GATEWAY;
     await runHook(event as HookEvent, {
       door: values.door ?? defaultDoorPath(env),
       harness: values.harness ?? env.UNIMATRIX_HARNESS ?? "claude-code",
       format,
+      ...(gateway ? { gateway, stateDir: defaultHookStateDir(env) } : {}),
       ...(env.UNIMATRIX_DRONE_TOKEN ? { droneToken: env.UNIMATRIX_DRONE_TOKEN } : {}),
       ...(env.UNIMATRIX_DRONE_ID ? { droneId: env.UNIMATRIX_DRONE_ID } : {}),
       input: await io.readStdin(),

@@ -2,7 +2,7 @@ import type { Server, Socket } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import type { BackoffOptions } from "./backoff";
 import { openDoor, type ProbeResult } from "./door";
-import { cubeResolver, type DroneResolver, declaredResolver, NOT_A_DRONE_TOKEN } from "./drones";
+import { cubeResolver, type DroneResolver, declaredResolver, linkResolver, NOT_A_DRONE_TOKEN } from "./drones";
 import { type LinkEnd, PresenceLink } from "./link";
 import type { DoorItem, DoorStatus } from "./protocol";
 import { type SessionRecord, Spool } from "./spool";
@@ -86,17 +86,75 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
   /** When each session's token was last checked (in memory: a restarted daemon checks again). */
   const verified = new Map<string, number>();
   const reverifyMs = options.reverifyMs ?? 60_000;
+  /**
+   * Each known session's drone token, in memory only (never journaled): what ties the session to
+   * this machine again after a relink, and unties it at session-end.
+   */
+  const tokens = new Map<string, string>();
+  /** Sessions presence has tied to this machine on the current link. */
+  const bound = new Set<string>();
+  /** Tokens of ended sessions still to untie (the link was down at their end); memory only. */
+  const untiePending = new Set<string>();
+  let link: PresenceLink | undefined;
 
   async function introduce(request: Record<string, unknown>, token: string): Promise<SessionRecord> {
     const harness = str(request.harness, "harness", 64);
     const session = str(request.session, "session");
     const drone = await resolver.resolve(token, optionalStr(request.droneId, "droneId"));
-    const record: SessionRecord = { harness, session, ...drone };
-    verified.set(`${harness}:${session}`, now());
+    const { bound: tied, ...identity } = drone;
+    const record: SessionRecord = { harness, session, ...identity };
+    const key = `${harness}:${session}`;
+    verified.set(key, now());
+    tokens.set(key, token);
+    if (tied) bound.add(key);
+    else bound.delete(key);
     const known = spool.session(harness, session);
     if (known?.droneId !== record.droneId || known.expiresAt !== record.expiresAt) spool.putSession(record);
-    log("session", { harness, session, droneId: record.droneId });
+    log("session", { harness, session, droneId: record.droneId, bound: tied === true });
     return record;
+  }
+
+  /** Forgets a session: its record, its token, whether it was checked and tied. */
+  function forget(harness: string, session: string): void {
+    const key = `${harness}:${session}`;
+    spool.forgetSession(harness, session);
+    verified.delete(key);
+    tokens.delete(key);
+    bound.delete(key);
+  }
+
+  /**
+   * Unties an ended session's drone session from the machine. Not linked, or presence unable to
+   * ask cube: kept, and tried again at the next link. Answers true, or why not (yet).
+   */
+  async function untie(token: string): Promise<true | string> {
+    const answer = await (link ?? { bindSession: () => Promise.reject(new Error("not linked")) })
+      .bindSession(token, true)
+      .catch((error: Error) => error.message);
+    if (typeof answer !== "string" && answer.code === 0) {
+      untiePending.delete(token);
+      return true;
+    }
+    const retry = typeof answer === "string" || answer.code === grpc.status.UNAVAILABLE;
+    if (retry) untiePending.add(token);
+    else untiePending.delete(token);
+    return typeof answer === "string" ? answer : `code ${answer.code}: ${answer.message}`;
+  }
+
+  /** On every new link: unties what ended meanwhile, then ties each session whose token it holds again. */
+  async function rebindAll(): Promise<void> {
+    for (const token of [...untiePending]) await untie(token);
+    bound.clear();
+    for (const [key, token] of [...tokens]) {
+      const [harness = "", session = ""] = [key.slice(0, key.indexOf(":")), key.slice(key.indexOf(":") + 1)];
+      try {
+        await introduce({ harness, session }, token);
+      } catch (error) {
+        if (!isDeadToken(error)) continue;
+        forget(harness, session);
+        log("session_token_dead", { harness, session });
+      }
+    }
   }
 
   function liveSession(harness: string, session: string): SessionRecord | undefined {
@@ -113,22 +171,23 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
     switch (request.op) {
       case "hello": {
         const record = await introduce(request, str(request.droneToken, "droneToken", 4096));
-        return { ok: true, droneId: record.droneId, cubeId: record.cubeId };
+        const tied = bound.has(`${record.harness}:${record.session}`);
+        return { ok: true, droneId: record.droneId, cubeId: record.cubeId, bound: tied };
       }
       case "take": {
         const harness = str(request.harness, "harness", 64);
         const session = str(request.session, "session");
         let record = liveSession(harness, session);
         const token = optionalStr(request.droneToken, "droneToken");
-        const checkedAt = verified.get(`${harness}:${session}`);
+        const key = `${harness}:${session}`;
+        const checkedAt = verified.get(key);
         if (token && (!record || checkedAt === undefined || now() - checkedAt >= reverifyMs)) {
           try {
             record = await introduce(request, token);
           } catch (error) {
             if (isDeadToken(error)) {
               // The drone's token died: forget the session; its items wait for a live one.
-              spool.forgetSession(harness, session);
-              verified.delete(`${harness}:${session}`);
+              forget(harness, session);
               log("session_token_dead", { harness, session });
               return { ok: true, items: [], unknownSession: true };
             }
@@ -159,7 +218,7 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
         const fresh = spool.markHanded(ids, sessionKey);
         for (const id of ids) mine.delete(id);
         for (const id of fresh) {
-          const sent = link.confirm(id);
+          const sent = link?.confirm(id) ?? false;
           log("handed", { id, session: sessionKey, confirmed: sent });
         }
         return { ok: true, handed: fresh.length };
@@ -167,8 +226,11 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
       case "bye": {
         const harness = str(request.harness, "harness", 64);
         const session = str(request.session, "session");
-        spool.forgetSession(harness, session);
-        log("session_end", { harness, session });
+        const token = optionalStr(request.droneToken, "droneToken") ?? tokens.get(`${harness}:${session}`);
+        forget(harness, session);
+        // Untie the drone session from this machine (its notices stop coming here); best effort.
+        const unbound = token ? await untie(token) : false;
+        log("session_end", { harness, session, unbound });
         return { ok: true };
       }
       case "status":
@@ -198,7 +260,17 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
     door.close();
     throw error;
   }
-  resolver = options.cubeTarget ? cubeResolver(options.cubeTarget, options.credentials) : declaredResolver();
+  const fallback = options.cubeTarget ? cubeResolver(options.cubeTarget, options.credentials) : declaredResolver();
+  resolver = linkResolver(
+    {
+      get linked() {
+        return link?.linked ?? false;
+      },
+      bindSession: (token, unbind) =>
+        link ? link.bindSession(token, unbind) : Promise.reject(new Error("not linked to presence")),
+    },
+    fallback,
+  );
   const connections = new Set<Socket>();
   door.on("connection", (socket: Socket) => {
     connections.add(socket);
@@ -206,7 +278,7 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
   });
   log("door_open", { path: options.doorPath });
 
-  const link: PresenceLink = new PresenceLink({
+  link = new PresenceLink({
     target: options.presenceTarget,
     token: options.token,
     ...(options.credentials ? { credentials: options.credentials } : {}),
@@ -214,10 +286,13 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
     agentVersion: options.agentVersion,
     ...(options.backoff ? { backoff: options.backoff } : {}),
     ...(options.sleep ? { sleep: options.sleep } : {}),
-    onEvent: log,
+    onEvent: (event, fields) => {
+      log(event, fields);
+      if (event === "linked") void rebindAll();
+    },
     onNotice: (notice) => {
       const outcome = spool.add(notice);
-      if (outcome === "handed") link.confirm(notice.id);
+      if (outcome === "handed") link?.confirm(notice.id);
       log("notice", { id: notice.id, entryId: notice.entryId, droneId: notice.droneId, outcome });
     },
   });

@@ -1,7 +1,8 @@
 import { timestampMs } from "@bufbuild/protobuf/wkt";
-import type * as grpc from "@grpc/grpc-js";
+import * as grpc from "@grpc/grpc-js";
 import { PrincipalKind } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
+import type { LinkSessionBound } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { createClient, type TypedClient } from "@unimatrix/service-kit/grpc";
 
 /** The drone a session token acts as. */
@@ -10,6 +11,8 @@ export interface DroneIdentity {
   readonly cubeId: string;
   /** When the token expires (ms since epoch); 0 when unknown. */
   readonly expiresAt: number;
+  /** True when presence tied the drone session to this machine (the Link's `session`). */
+  readonly bound?: boolean;
 }
 
 /** Resolves a host session's drone token (and the drone id it declares, if any) to its drone. */
@@ -57,5 +60,40 @@ export function declaredResolver(): DroneResolver {
       return { droneId: declaredDroneId, cubeId: "", expiresAt: 0 };
     },
     close: () => {},
+  };
+}
+
+/** What the link resolver needs of the presence link. */
+export interface SessionBinder {
+  readonly linked: boolean;
+  bindSession(sessionToken: string, unbind: boolean): Promise<LinkSessionBound>;
+}
+
+/**
+ * Ties the session to this machine through the presence link (presence asks cube, which checks
+ * the token): a live token answers its drone, cube and expiry and is `bound`; NOT_FOUND or
+ * INVALID_ARGUMENT (no live drone session has it) is a dead token. With the link down, or
+ * presence unable to ask cube, the `fallback` resolver answers (cube directly, or the declared
+ * drone id) and the session is not bound yet: the daemon ties it when the link is back.
+ */
+export function linkResolver(link: SessionBinder, fallback: DroneResolver): DroneResolver {
+  return {
+    async resolve(droneToken, declaredDroneId) {
+      if (!droneToken.startsWith("umx_drone_")) throw new Error(NOT_A_DRONE_TOKEN);
+      if (link.linked) {
+        const answer = await link.bindSession(droneToken, false).catch(() => undefined);
+        if (answer?.code === grpc.status.OK)
+          return {
+            droneId: answer.droneId,
+            cubeId: answer.cubeId,
+            expiresAt: Number(answer.expiresAtMs),
+            bound: true,
+          };
+        if (answer?.code === grpc.status.NOT_FOUND || answer?.code === grpc.status.INVALID_ARGUMENT)
+          throw new Error(NOT_A_DRONE_TOKEN);
+      }
+      return { ...(await fallback.resolve(droneToken, declaredDroneId)), bound: false };
+    },
+    close: () => fallback.close(),
   };
 }

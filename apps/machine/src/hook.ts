@@ -1,4 +1,5 @@
 import { writeSync } from "node:fs";
+import { forgetInboxState, inboxStateFile, readInbox } from "./direct";
 import { DoorClient, type DoorItem } from "./protocol";
 
 /** The host events `unimatrix hook` answers (Claude Code's names, kebab-cased). */
@@ -18,6 +19,13 @@ export interface HookOptions {
   readonly droneToken?: string;
   /** The drone id, for a daemon with no cube target (UNIMATRIX_DRONE_ID). */
   readonly droneId?: string;
+  /**
+   * The gateway's base URL (UNIMATRIX_GATEWAY): with no daemon at the door, the hook reads the
+   * drone's inbox there directly with the drone token.
+   */
+  readonly gateway?: string;
+  /** Where the hook keeps each session's inbox cursor when it reads the gateway directly. */
+  readonly stateDir?: string;
   /** The host's hook JSON, as read from stdin. */
   readonly input: string;
   /** Writes to stdout, synchronously (what the host reads). */
@@ -37,9 +45,43 @@ const writeStdout = (text: string) => {
   writeSync(1, text);
 };
 
-/** The text put in front of the model: the notices' compact lines, one per line. */
-function contextText(items: readonly DoorItem[]): string {
-  return items.map((item) => item.text).join("\n");
+/**
+ * What the hook prints for `lines` at `event` in the host's format; "" when it prints nothing (a
+ * Stop blocks only for an urgent item, and only in Claude Code's format).
+ */
+function hostOutput(event: HookEvent, format: HookFormat, lines: readonly string[], urgent: boolean): string {
+  const text = lines.join("\n");
+  if (event === "stop") {
+    if (format !== "claude" || !urgent) return "";
+    return `${JSON.stringify({ decision: "block", reason: `New messages from your team:\n${text}` })}\n`;
+  }
+  if (event === "post-tool-use" && format === "claude")
+    return `${JSON.stringify({ hookSpecificOutput: { hookEventName: "PostToolUse", additionalContext: text } })}\n`;
+  return `${text}\n`;
+}
+
+/** True when nothing listens at the door (no daemon runs): the hook may go to the gateway instead. */
+function noDaemon(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return code === "ENOENT" || code === "ECONNREFUSED";
+}
+
+/** The hook without a daemon: one call to the gateway's inbox with the drone token. */
+async function runDirect(event: HookEvent, options: HookOptions, session: string, gateway: string): Promise<string> {
+  const token = options.droneToken;
+  if (!token || !options.stateDir) return "";
+  const stateFile = inboxStateFile(options.stateDir, options.harness, session);
+  if (event === "session-end") {
+    forgetInboxState(stateFile);
+    return "";
+  }
+  const read = await readInbox(gateway, token, stateFile);
+  if (read.lines.length === 0) return "";
+  const out = hostOutput(event, options.format, read.lines, read.urgent);
+  if (out === "") return "";
+  (options.write ?? writeStdout)(out);
+  read.commit();
+  return out;
 }
 
 /**
@@ -57,13 +99,19 @@ export async function runHook(event: HookEvent, options: HookOptions): Promise<s
   if (session.length === 0) throw new Error("the hook input has no session_id");
   if (event === "stop" && input.stop_hook_active === true) return "";
 
-  const door = await DoorClient.connect(options.door);
+  let door: DoorClient;
+  try {
+    door = await DoorClient.connect(options.door);
+  } catch (error) {
+    if (options.gateway && noDaemon(error)) return runDirect(event, options, session, options.gateway);
+    throw error;
+  }
   try {
     const who = { harness: options.harness, session };
     const token = options.droneToken ? { droneToken: options.droneToken } : {};
     const declared = options.droneId ? { droneId: options.droneId } : {};
     if (event === "session-end") {
-      await door.request({ op: "bye", ...who });
+      await door.request({ op: "bye", ...who, ...token });
       return "";
     }
     if (event === "session-start") {
@@ -72,16 +120,14 @@ export async function runHook(event: HookEvent, options: HookOptions): Promise<s
     }
     const { items } = await door.request<{ items: DoorItem[] }>({ op: "take", ...who, ...token, ...declared });
     if (items.length === 0) return "";
-    const text = contextText(items);
-    let out: string;
-    if (event === "stop") {
-      if (options.format !== "claude" || !items.some((item) => URGENT.test(item.text))) return "";
-      out = `${JSON.stringify({ decision: "block", reason: `New messages from your team:\n${text}` })}\n`;
-    } else if (event === "post-tool-use" && options.format === "claude") {
-      out = `${JSON.stringify({ hookSpecificOutput: { hookEventName: "PostToolUse", additionalContext: text } })}\n`;
-    } else {
-      out = `${text}\n`;
-    }
+    const urgent = items.some((item) => URGENT.test(item.text));
+    const out = hostOutput(
+      event,
+      options.format,
+      items.map((item) => item.text),
+      urgent,
+    );
+    if (out === "") return "";
     write(out);
     await door.request({ op: "handed", ids: items.map((item) => item.id) });
     return out;

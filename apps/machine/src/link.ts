@@ -7,6 +7,7 @@ import {
   type LinkRequestSchema,
   type LinkResponse,
   LinkService,
+  type LinkSessionBound,
 } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import { type BackoffOptions, backoffDelay } from "./backoff";
@@ -51,6 +52,9 @@ export class PresenceLink {
   #linked = false;
   #stopped = false;
   #wake: (() => void) | undefined;
+  #nextRequest = 1;
+  /** `session` requests waiting for their `session_bound`, by request id. */
+  readonly #binds = new Map<number, { resolve: (bound: LinkSessionBound) => void; reject: (error: Error) => void }>();
   /** Links established so far. */
   links = 0;
   machineId = "";
@@ -71,6 +75,35 @@ export class PresenceLink {
     if (!this.#linked || !this.#call || this.#call.writableEnded) return false;
     this.#call.write({ event: { case: "confirm", value: { noticeId } } });
     return true;
+  }
+
+  /**
+   * Asks presence to tie (or untie) the drone session of `sessionToken` to this machine and
+   * resolves with its `session_bound` answer (`code` 0 or a gRPC status code). Rejects when not
+   * linked, when the link breaks first, or after `timeoutMs`.
+   */
+  bindSession(sessionToken: string, unbind: boolean, timeoutMs = 5_000): Promise<LinkSessionBound> {
+    const call = this.#call;
+    if (!this.#linked || !call || call.writableEnded) return Promise.reject(new Error("not linked to presence"));
+    const requestId = this.#nextRequest;
+    this.#nextRequest = (this.#nextRequest % 0xffff_fffe) + 1;
+    return new Promise<LinkSessionBound>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#binds.delete(requestId);
+        reject(new Error(`presence did not answer the session request within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.#binds.set(requestId, {
+        resolve: (bound) => {
+          clearTimeout(timer);
+          resolve(bound);
+        },
+        reject: (error) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      });
+      call.write({ event: { case: "session", value: { requestId, sessionToken, unbind } } });
+    });
   }
 
   /** Ends the link and the loop. */
@@ -129,6 +162,8 @@ export class PresenceLink {
         if (settled) return;
         settled = true;
         this.#linked = false;
+        for (const waiting of this.#binds.values()) waiting.reject(new Error("the link to presence broke"));
+        this.#binds.clear();
         clearInterval(heartbeat);
         clearInterval(watchdog);
         clearTimeout(linkTimer);
@@ -163,6 +198,12 @@ export class PresenceLink {
           case "notice":
             o.onNotice(event.value);
             break;
+          case "sessionBound": {
+            const waiting = this.#binds.get(event.value.requestId);
+            this.#binds.delete(event.value.requestId);
+            waiting?.resolve(event.value);
+            break;
+          }
           case "goingAway":
             finish({ kind: "going_away" });
             break;

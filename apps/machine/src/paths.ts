@@ -8,9 +8,16 @@ export function defaultDoorPath(env: NodeJS.ProcessEnv = process.env): string {
   return join(homedir(), ".unimatrix", "run", "machine.sock");
 }
 
+const stateHome = (env: NodeJS.ProcessEnv) => env.XDG_STATE_HOME || join(homedir(), ".local", "state");
+
 /** The spool's default directory: `$XDG_STATE_HOME/unimatrix/spool`, else `~/.local/state/unimatrix/spool`. */
 export function defaultSpoolDir(env: NodeJS.ProcessEnv = process.env): string {
   if (env.UNIMATRIX_SPOOL) return env.UNIMATRIX_SPOOL;
-  const state = env.XDG_STATE_HOME || join(homedir(), ".local", "state");
-  return join(state, "unimatrix", "spool");
+  return join(stateHome(env), "unimatrix", "spool");
+}
+
+/** Where a hook with no daemon keeps its sessions' inbox cursors: `$XDG_STATE_HOME/unimatrix/hook`. */
+export function defaultHookStateDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.UNIMATRIX_HOOK_STATE) return env.UNIMATRIX_HOOK_STATE;
+  return join(stateHome(env), "unimatrix", "hook");
 }

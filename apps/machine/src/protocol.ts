@@ -5,20 +5,22 @@ import { connect } from "node:net";
  * request line, in order, `{"ok": false, "error": "…"}` on a refusal):
  *
  * - `hello {harness, session, droneToken, droneId?}` introduces a host session (its native id)
- *   as the drone whose session token it holds → `{ok, droneId, cubeId}`.
+ *   as the drone whose session token it holds, and has presence tie that drone session to this
+ *   machine → `{ok, droneId, cubeId, bound}`.
  * - `take {harness, session, droneToken?}` → `{ok, items: DoorItem[]}`: the notices waiting for
  *   the session's drone, reserved for this connection (a token lets an unknown session introduce
  *   itself on the way).
  * - `handed {ids}` on the same connection: the hook has put those items in front of the model;
  *   the daemon records them (never offered again) and confirms them to presence. Items reserved
  *   and not handed go back to waiting when the connection closes.
- * - `bye {harness, session}` forgets the session; `status` → `{ok, linked, machineId, pending, …}`.
+ * - `bye {harness, session, droneToken?}` forgets the session and unties its drone session from
+ *   the machine; `status` → `{ok, linked, machineId, pending, …}`.
  */
 export type DoorRequest =
   | { op: "hello"; harness: string; session: string; droneToken: string; droneId?: string }
   | { op: "take"; harness: string; session: string; droneToken?: string; droneId?: string }
   | { op: "handed"; ids: string[] }
-  | { op: "bye"; harness: string; session: string }
+  | { op: "bye"; harness: string; session: string; droneToken?: string }
   | { op: "status" };
 
 /** One notice as the door hands it to a hook. */

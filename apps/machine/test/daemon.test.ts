@@ -98,15 +98,19 @@ describe("unimatrix machine run + unimatrix hook: notices from presence into a C
     expect(stranger).toMatchObject({ code: 0, stdout: "" });
     expect(await status(door)).toMatchObject({ linked: true, pending: 0, handed: 1, sessions: 1 });
 
-    // SessionEnd: the daemon forgets the session; a later hook of it (with no token) gets nothing.
-    const end = await runUnimatrix(["hook", "session-end", "--door", door], hookInput("SessionEnd", "s-acme"), env);
-    expect(end).toMatchObject({ code: 0, stdout: "", stderr: "" });
-    expect(await status(door)).toMatchObject({ sessions: 0 });
-
-    // A new session of the same drone starts while an item waits: SessionStart's stdout (plain
-    // lines, which Claude Code adds to the context) carries it, once.
+    // An item reaches the spool; then SessionEnd: the daemon forgets the session and unties its
+    // drone session from the machine; the item stays in the spool.
     const later = await t.direct("welcome back: the deploy is yours");
     await eventually(async () => (await status(door)).pending === 1, "the item waiting");
+    const end = await runUnimatrix(["hook", "session-end", "--door", door], hookInput("SessionEnd", "s-acme"), env);
+    expect(end).toMatchObject({ code: 0, stdout: "", stderr: "" });
+    expect(await status(door)).toMatchObject({ sessions: 0, pending: 1 });
+    expect(await daemon.waitFor("session_end")).toMatchObject({ session: "s-acme" });
+    // Untied at once, or at the next link if the link was down at that moment.
+    await eventually(async () => (await t.tiedTo()).session === null, "the drone session untied");
+
+    // A new session of the same drone starts while the item waits: SessionStart ties the drone
+    // again, and its stdout (plain lines, which Claude Code adds to the context) carries it, once.
     const next = await runUnimatrix(
       ["hook", "session-start", "--door", door],
       hookInput("SessionStart", "s-acme-2", { source: "resume" }),

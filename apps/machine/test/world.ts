@@ -53,9 +53,10 @@ export class DaemonProcess {
   readonly exited: Promise<number | null>;
   readonly child: ChildProcess;
 
-  constructor(args: readonly string[], env: NodeJS.ProcessEnv = {}) {
+  constructor(args: readonly string[], env: NodeJS.ProcessEnv = {}, as?: { uid: number; gid: number }) {
     this.child = spawn(process.execPath, [UNIMATRIX, "machine", "run", ...args], {
       env: { ...process.env, ...env },
+      ...(as ?? {}),
       stdio: ["ignore", "pipe", "pipe"],
     });
     let buffer = "";
@@ -176,8 +177,12 @@ export class World {
     return replica;
   }
 
-  /** A tenant with a registered machine, a cube, an author drone and a recipient drone running on the machine. */
-  async team(name: string) {
+  /**
+   * A tenant with a registered machine, a cube, an author drone and a recipient drone running on
+   * the machine (its seat attached with the machine's id, unless `attachMachine` is false: then
+   * only a session at the daemon's door ties it).
+   */
+  async team(name: string, { attachMachine = true } = {}) {
     const tenant = await this.identity.createTenant({ name, adminDisplayName: "admin" }, asBearer(OPERATOR));
     const user = asBearer(tenant.adminUserToken);
     const tenantId = tenant.tenant?.id as string;
@@ -196,7 +201,7 @@ export class World {
     const agent = asBearer(client.token);
     const author = await this.cubes.attachSeat({ cubeId, roleId: role?.id as string, hostname: "a" }, agent);
     const recipient = await this.cubes.attachSeat(
-      { cubeId, roleId: role?.id as string, hostname: "b", machineId },
+      { cubeId, roleId: role?.id as string, hostname: "b", ...(attachMachine ? { machineId } : {}) },
       agent,
     );
     const tokenFile = join(this.dir, `${name}.token`);
@@ -205,6 +210,7 @@ export class World {
     const identity = this.identity;
     const sql = this.sql;
     return {
+      tenantId,
       machineId,
       tokenFile,
       cubeId,
@@ -228,6 +234,18 @@ export class World {
         const { receipts } = await activity.listReceipts({ cubeId, entryId }, asBearer(author.sessionToken));
         return receipts.find((r) => r.droneId === recipient.drone?.id);
       },
+      /** The machine the recipient's drone session and its drone are tied to (null: none). */
+      async tiedTo() {
+        const session = await sql.query<{ machine_id: string | null }>(
+          "SELECT machine_id::text FROM drone_sessions WHERE drone_id = $1",
+          [recipient.drone?.id],
+        );
+        const drone = await sql.query<{ machine_id: string | null }>(
+          "SELECT machine_id::text FROM drones WHERE id = $1",
+          [recipient.drone?.id],
+        );
+        return { session: session.rows[0]?.machine_id ?? null, drone: drone.rows[0]?.machine_id ?? null };
+      },
       /** cube's notice rows for the machine: id and whether confirmed. */
       async notices() {
         return (
@@ -240,13 +258,21 @@ export class World {
     };
   }
 
-  /** Starts `unimatrix machine run` for a team against `replica`, with its door and spool under `name`. */
-  daemon(t: { tokenFile: string }, replicaPort: number, name: string, extra: readonly string[] = []): DaemonProcess {
+  /**
+   * Starts `unimatrix machine run` for a team against `replica`, with its door and spool under
+   * `name`; `withCube` false leaves out `--cube` (sessions are then checked through the link only).
+   */
+  daemon(
+    t: { tokenFile: string },
+    replicaPort: number,
+    name: string,
+    extra: readonly string[] = [],
+    withCube = true,
+  ): DaemonProcess {
     const d = new DaemonProcess([
       "--presence",
       `127.0.0.1:${replicaPort}`,
-      "--cube",
-      `127.0.0.1:${this.cube.port}`,
+      ...(withCube ? ["--cube", `127.0.0.1:${this.cube.port}`] : []),
       "--token-file",
       t.tokenFile,
       "--door",

@@ -17,7 +17,21 @@ const command = argv[0];
 if (command === "--help" || command === "-h" || command === "help") {
   process.stdout.write(HELP);
 } else if (command === "machine" || command === "hook") {
-  import("@unimatrix/machine/cli")
+  // A hook runs after every tool call as a fresh process: it loads the CLI bundled into one file
+  // (apps/machine/scripts/bundle-hook.mjs) with a plain require — an import() would start Node's
+  // ESM loader, which alone costs about as much CPU as the hook's own work.
+  // A tree built by `tsc --build` alone has no bundle: the module tree then.
+  const load = (): Promise<typeof import("@unimatrix/machine/cli")> => {
+    if (command === "hook") {
+      try {
+        return Promise.resolve(require("@unimatrix/machine/hook-bundle") as typeof import("@unimatrix/machine/cli"));
+      } catch (error) {
+        if ((error as { code?: unknown }).code !== "MODULE_NOT_FOUND") throw error;
+      }
+    }
+    return import("@unimatrix/machine/cli");
+  };
+  load()
     .then(({ runCli }) => runCli(argv))
     .then(
       (code) => process.exit(code),

@@ -188,7 +188,9 @@ export function receiptToWire(row: Receipt & { label: string }): MessageInitShap
         ? DeliveryChannel.STREAM
         : row.deliveredVia === "machine_link"
           ? DeliveryChannel.MACHINE_LINK
-          : DeliveryChannel.UNSPECIFIED,
+          : row.deliveredVia === "hook"
+            ? DeliveryChannel.HOOK
+            : DeliveryChannel.UNSPECIFIED,
     readAt: optTs(row.readAt),
     ackedAt: optTs(row.ackedAt),
     nudgedAt: optTs(row.nudgedAt),

@@ -28,6 +28,7 @@ import { setSeatState } from "../src/ops/seat-state";
 import { takeOverClaim } from "../src/ops/take-over";
 import { resolveToken } from "../src/reads/credentials";
 import { ACTIVITY, cubeChannel, noticeChannel } from "../src/rules/channels";
+import { encodeCursor } from "../src/rules/cursor";
 import type { EntryRef, NewEntry } from "../src/rules/entry";
 import { authTag } from "../src/store/auth-cache";
 import { pendingNotices } from "../src/tables/notices";
@@ -278,6 +279,40 @@ describe("ops: each write path returns its result and the effects to publish aft
     const next = await readUnread(deps, w.b.principal, w.cubeId, 10);
     expect(next.result.items).toEqual([]);
     expect(next.result.after).toBe(page.result.last);
+  });
+
+  test("read-unread confirm_through: a peek's cursor moves the inbox to it and delivers (hook) what lay before it, never backwards; a cursor ahead is INVALID_ARGUMENT", async () => {
+    const w = await world();
+    const direct = (message: string) =>
+      appendEntry(
+        deps,
+        w.a.principal,
+        w.cubeId,
+        broadcast(message, { visibility: "direct", recipientDroneIds: [w.b.droneId] }),
+      );
+    const first = (await direct("first")).result.row.id;
+    const peeked = await readUnread(deps, w.b.principal, w.cubeId, 10, true);
+    expect(peeked.result.items.map((i) => i.row.message)).toEqual(["first"]);
+    const shown = encodeCursor(w.cubeId, peeked.result.last);
+    const second = (await direct("second")).result.row.id;
+    const receipt = (entryId: string) =>
+      deps.prisma.receipt.findFirstOrThrow({ where: { entryId, droneId: w.b.droneId } });
+    expect((await receipt(first)).deliveredVia).toBeNull();
+
+    // Confirming what was shown: "first" delivered via hook and read; the peek then sees only "second".
+    const next = await readUnread(deps, w.b.principal, w.cubeId, 10, true, shown);
+    expect(next.result.items.map((i) => i.row.message)).toEqual(["second"]);
+    expect(await receipt(first)).toMatchObject({ deliveredVia: "hook", readAt: expect.any(Date) });
+    expect((await receipt(second)).deliveredVia).toBeNull();
+
+    // The inbox moves past "second" (a plain read); an older cursor sent again moves nothing back.
+    await readUnread(deps, w.b.principal, w.cubeId, 10);
+    const stale = await readUnread(deps, w.b.principal, w.cubeId, 10, true, shown);
+    expect(stale.result.items).toEqual([]);
+    expect((await receipt(second)).deliveredVia).toBeNull(); // read, not shown by a hook
+
+    const ahead = encodeCursor(w.cubeId, peeked.result.last + 1000n);
+    await expect(readUnread(deps, w.b.principal, w.cubeId, 10, true, ahead)).rejects.toThrow(/confirm_through.*ahead/);
   });
 
   test("liveness round: each step's effects are handed to the publisher after its own commit", async () => {

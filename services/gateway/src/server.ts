@@ -29,6 +29,7 @@ import { LeaseTable } from "./fleet/leases";
 import { SharedStore } from "./fleet/shared";
 import { StreamCaps } from "./fleet/streams";
 import { forwardingRoutes, PEER } from "./forward";
+import { inbox } from "./inbox";
 import { JSON_WRITE } from "./json-options";
 import { mcpHandler } from "./mcp/handler";
 import { McpSessionStore } from "./mcp/session-store";
@@ -176,6 +177,15 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     onWaitEvent: (event) => metrics.mcpWaits.inc({ event }),
   });
 
+  const inboxDeps = {
+    upstreams,
+    auth,
+    limiter,
+    trusted: gateway.trustedProxies,
+    internalKey: options.internalKey,
+    timeoutMs: gateway.requestTimeoutMs,
+  };
+
   const readiness = async (): Promise<Check[]> => {
     const checks = Object.entries(health).map(async ([name, client]): Promise<Check> => {
       try {
@@ -200,6 +210,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       return json(response, ready ? 200 : 503, { status: ready ? "ready" : "not ready", checks });
     }
     if (path === "/mcp") return mcp.handle(request, response);
+    if (request.method === "GET" && path === "/v1/inbox") return inbox(inboxDeps, request, response);
     if (request.method === "GET" && path === "/v1/machines/events") {
       return machineEvents(sse, request, response, new URL(request.url ?? "/", "http://gateway"));
     }
@@ -326,7 +337,7 @@ function routeLabel(path: string): string {
   if (PUBLIC_PATHS.has(path)) return path;
   if (path === "/healthz" || path === "/readyz" || path === "/mcp") return path;
   if (/^\/v1\/cubes\/[^/]+\/events$/.test(path)) return "/v1/cubes/{cube}/events";
-  if (path === "/v1/machines/events") return path;
+  if (path === "/v1/machines/events" || path === "/v1/inbox") return path;
   return "other";
 }
 

@@ -140,6 +140,8 @@ describe("the tenant sweep: every RPC as tenant B with tenant A's ids", () => {
       enroll_token_id: spare.enrollToken.id,
       root_session_id: "acme-secret-root",
       run_id: "acme-secret-run",
+      // A's live drone session token (BindSession as B's machine: NOT_FOUND; AttachSeat: rejected).
+      session_token: seat.sessionToken,
     });
     secrets.push(...Object.values(ids), decision.decision.id, seat.drone.label, "acme-secret", "acme secret");
   }, 180_000);

@@ -2,7 +2,11 @@ import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { PrincipalKind, type PrincipalSchema } from "@unimatrix/contracts/unimatrix/auth/v1/principal_pb";
 import type { Notice } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
-import type { LinkCloseReason, LinkResponseSchema } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
+import type {
+  LinkCloseReason,
+  LinkResponseSchema,
+  LinkSessionBound,
+} from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import {
   WatchMachinesResponseSchema as ResponseSchema,
   type WatchMachinesResponseSchema,
@@ -151,6 +155,11 @@ export function noticeResponse(notice: Notice): LinkResponse {
       },
     },
   };
+}
+
+/** `session_bound`: the answer to a daemon's `session` request. */
+export function sessionBoundResponse(bound: Omit<LinkSessionBound, "$typeName">): LinkResponse {
+  return { event: { case: "sessionBound", value: { ...bound } } };
 }
 
 /** `closed(reason)`: the server ends the link. */

@@ -82,7 +82,7 @@ export function activityHandlers(
       const cubeId = requireUuid("cube_id", request.cubeId);
       const size = pageSize("page_size", request.pageSize);
       const principal = await ctx.principal();
-      const page = await runOp(deps, readUnread(deps, principal, cubeId, size, request.peek));
+      const page = await runOp(deps, readUnread(deps, principal, cubeId, size, request.peek, request.confirmThrough));
       if (!request.peek) await runOp(deps, noteRead(deps, principal, page.items));
       return { items: page.items.map(itemToWire), cursor: encodeCursor(cubeId, page.last), hasMore: page.hasMore };
     },

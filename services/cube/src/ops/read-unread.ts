@@ -1,20 +1,35 @@
 /**
  * ReadUnread: what a drone may see since its inbox position; advances the position (not when peeking).
+ * With `confirmThrough` (an earlier peek's cursor whose items a hook showed) the position first
+ * moves forward to it and those items' receipts turn delivered (HOOK).
  *
  * Lock order: the drone row (`FOR UPDATE`: concurrent unread reads of one drone queue, so each
- * item is returned once). One transaction.
+ * item is returned once) → the confirmed items' receipts. One transaction.
  */
 
 import type { Principal } from "@unimatrix/service-kit/auth";
-import { FailedPreconditionError } from "@unimatrix/service-kit/errors";
+import { FailedPreconditionError, InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import type { CubeDeps } from "../deps";
 import type { OpResult } from "../effects";
 import { READ } from "../rules/access";
+import { decodeCursor } from "../rules/cursor";
 import { viewerOf } from "../rules/visibility";
 import { requireAccess } from "../store/access";
-import { inTransaction } from "../store/prisma";
+import { inTransaction, type Tx } from "../store/prisma";
+import type { ActivityRow } from "../store/rows";
 import { advanceInbox, lockInbox } from "../tables/drones";
-import { type ItemPage, loadItems, scanVisible } from "../tables/entries";
+import { headOf, type ItemPage, loadItems, scanVisible } from "../tables/entries";
+import { markDeliveredMany, markRead } from "../tables/receipts";
+
+/** Most items one confirmation marks delivered (a peek returns at most 500). */
+const CONFIRM_LIMIT = 500;
+
+/** The entries whose receipts a shown item delivers: the entry itself, or a reply a notification names. */
+function deliveredEntries(rows: readonly ActivityRow[]): string[] {
+  return rows.flatMap((row) =>
+    row.itemType === "entry" ? [row.id] : row.notificationKind === "reply" && row.entryId ? [row.entryId] : [],
+  );
+}
 
 /** What a drone may see since its inbox position, advancing the position past it unless `peek`. No effects. */
 export async function readUnread(
@@ -23,16 +38,41 @@ export async function readUnread(
   cubeId: string,
   limit: number,
   peek = false,
+  confirmThrough = "",
 ): Promise<OpResult<ItemPage>> {
   if (principal.kind !== "drone-session") {
     throw new FailedPreconditionError("only drone sessions have an inbox");
   }
+  const through = confirmThrough === "" ? undefined : decodeCursor("confirm_through", cubeId, confirmThrough);
   const s = await requireAccess(deps.prisma, principal, cubeId, READ, "reading");
   const result = await inTransaction(deps.prisma, async (tx) => {
-    const after = await lockInbox(tx, principal.droneId);
+    let after = await lockInbox(tx, principal.droneId);
+    if (through !== undefined && through > after) after = await confirm(tx, deps, principal.droneId, through, after);
     const page = await scanVisible(tx, cubeId, after, viewerOf(s), limit);
     if (!peek && page.last !== after) await advanceInbox(tx, principal.droneId, page.last);
     return { items: await loadItems(tx, page.rows), after, last: page.last, hasMore: page.hasMore };
   });
   return { result, effects: {} };
+
+  /** Moves the inbox to `through` and marks what lay between delivered (HOOK) and read; answers the new position. */
+  async function confirm(tx: Tx, d: CubeDeps, droneId: string, to: bigint, from: bigint): Promise<bigint> {
+    if (to > (await headOf(tx, cubeId)))
+      throw new InvalidArgumentError("confirm_through", "is ahead of the cube's activity");
+    const shown = await scanVisible(tx, cubeId, from, viewerOf(s), CONFIRM_LIMIT);
+    const rows = shown.rows.filter((row) => row.position <= to);
+    const now = d.clock.now();
+    const entries = deliveredEntries(rows);
+    await markDeliveredMany(
+      tx,
+      entries.map((entryId) => ({ entryId, droneId, via: "hook" as const, at: now })),
+    );
+    await markRead(
+      tx,
+      droneId,
+      rows.filter((row) => row.itemType === "entry").map((row) => row.id),
+      now,
+    );
+    await advanceInbox(tx, droneId, to);
+    return to;
+  }
 }

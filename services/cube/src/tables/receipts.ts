@@ -4,7 +4,7 @@ import type { PrismaClient, Tx } from "../store/prisma";
 import type { Receipt } from "../store/rows";
 
 /** How an entry reached a recipient (the `delivered_via` column). */
-export type DeliveryVia = "stream" | "machine_link";
+export type DeliveryVia = "stream" | "machine_link" | "hook";
 
 /** One delivery to record. */
 export interface Delivery {

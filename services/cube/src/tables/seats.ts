@@ -146,3 +146,24 @@ export async function evict(tx: Tx, drone: Drone, now: Date): Promise<{ drone: D
   });
   return { drone: updated, revoked: revoked.count };
 }
+
+/** Locks a drone session row `FOR UPDATE` and reads the machine it is tied to (null: none). */
+export async function lockSessionMachine(tx: Tx, sessionId: string): Promise<string | null> {
+  const rows = await tx.$queryRaw<{ machine_id: string | null }[]>`
+    SELECT machine_id::text FROM drone_sessions WHERE id = ${sessionId}::uuid FOR UPDATE`;
+  const row = rows[0];
+  if (!row) throw new Error(`drone session ${sessionId} vanished under its lock`);
+  return row.machine_id;
+}
+
+/** Sets a drone's machine to `to`, only if it is `from` now (`from` null: whatever it is). */
+export async function setDroneMachineIf(
+  tx: Tx,
+  droneId: string,
+  from: string | null,
+  to: string | null,
+): Promise<void> {
+  await tx.$executeRaw`
+    UPDATE drones SET machine_id = ${to}::uuid
+    WHERE id = ${droneId}::uuid AND (${from}::uuid IS NULL OR machine_id = ${from}::uuid)`;
+}

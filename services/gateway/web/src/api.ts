@@ -163,7 +163,7 @@ export interface Receipt {
   droneId: string;
   label?: string;
   deliveredAt?: string;
-  /** `DELIVERY_CHANNEL_STREAM` or `DELIVERY_CHANNEL_MACHINE_LINK`. */
+  /** `DELIVERY_CHANNEL_STREAM`, `DELIVERY_CHANNEL_MACHINE_LINK` or `DELIVERY_CHANNEL_HOOK`. */
   deliveredVia?: string;
   readAt?: string;
   ackedAt?: string;

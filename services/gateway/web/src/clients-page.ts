@@ -1,6 +1,6 @@
 import { type Client, CUBE, type Cube, type Grant, IDENTITY, listAll, rpc } from "./api";
 import { h, replace, time } from "./dom";
-import { busy, FormErrors, field, mcpSettings, secretBox, uid } from "./forms";
+import { busy, FormErrors, field, hookSettings, mcpSettings, plainHookCommand, secretBox, uid } from "./forms";
 import type { ListContext, View } from "./lists";
 
 const ACCESS = [
@@ -277,6 +277,19 @@ export function clientsView(context: ListContext): View {
       { class: "card", "aria-labelledby": "clients-title" },
       h("h2", { id: "clients-title" }, "Clients and grants"),
       body,
+    ),
+    h(
+      "section",
+      { class: "card", "aria-labelledby": "hooks-title" },
+      h("h2", { id: "hooks-title" }, "Agent hooks"),
+      h(
+        "p",
+        { class: "help" },
+        "Messages reach a busy agent between its tool calls: the host runs `unimatrix hook` with the seat's drone token in UNIMATRIX_DRONE_TOKEN; it asks the machine daemon, or this gateway when none runs. Claude Code (.claude/settings.json):",
+      ),
+      h("pre", { class: "snippet" }, hookSettings()),
+      h("p", { class: "help" }, "Any other host that adds a command's stdout to the agent's context (plain lines):"),
+      h("pre", { class: "snippet" }, plainHookCommand()),
     ),
   );
   void (async () => {

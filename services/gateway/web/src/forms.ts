@@ -173,6 +173,33 @@ export function mcpSettings(token: string, origin = location.origin): string {
   );
 }
 
+/**
+ * Claude Code's hooks for `unimatrix hook` (`.claude/settings.json`): what waits for the agent's
+ * seat lands in its context between tool calls. With no machine daemon the hook asks this gateway.
+ */
+export function hookSettings(origin = location.origin): string {
+  const hook = (event: string) => [{ hooks: [{ type: "command", command: `unimatrix hook ${event}` }] }];
+  return JSON.stringify(
+    {
+      env: { UNIMATRIX_GATEWAY: origin },
+      hooks: {
+        SessionStart: hook("session-start"),
+        PostToolUse: [{ matcher: "*", ...hook("post-tool-use")[0] }],
+        UserPromptSubmit: hook("user-prompt-submit"),
+        Stop: hook("stop"),
+        SessionEnd: hook("session-end"),
+      },
+    },
+    null,
+    2,
+  );
+}
+
+/** The same for any other host that adds a command's stdout to the agent's context: plain lines. */
+export function plainHookCommand(origin = location.origin): string {
+  return `echo '{"session_id":"<the host session id>"}' | UNIMATRIX_GATEWAY=${origin} unimatrix hook user-prompt-submit --format text --harness <host>`;
+}
+
 /** Disables a button while `work` runs. */
 export async function busy(button: HTMLButtonElement, work: () => Promise<void>): Promise<void> {
   button.disabled = true;

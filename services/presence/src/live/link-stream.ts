@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { status as grpcStatus } from "@grpc/grpc-js";
 import type { Notice } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
 import { LinkCloseReason, type LinkRequest } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import type { Clock } from "@unimatrix/service-kit/clock";
@@ -11,12 +12,13 @@ import {
   linkedResponse,
   linkHeartbeat,
   noticeResponse,
+  sessionBoundResponse,
 } from "../convert";
 import type { TenantPrincipal } from "../rules/access";
 import { heartbeatMissed, heartbeatSeconds, validateHello, validateLater } from "../rules/link";
 import type { LinkHandle, LinkRegistry } from "./links";
 import { Mailbox } from "./mailbox";
-import type { NoticeRelay, NoticeRelays } from "./notice-relay";
+import type { NoticeRelay, NoticeRelays, SessionBound } from "./notice-relay";
 
 /** What the Link handler needs. */
 export interface LinkDeps {
@@ -35,7 +37,18 @@ type Item =
   | { readonly k: "hello-timeout" }
   | { readonly k: "abort" }
   | { readonly k: "notice"; readonly notice: Notice }
+  | { readonly k: "bound"; readonly bound: SessionBound }
   | { readonly k: "close"; readonly reason: LinkCloseReason };
+
+/** The answer to a `session` request on a replica that relays no notices (no cube address). */
+const noRelay = (requestId: number): SessionBound => ({
+  requestId,
+  code: grpcStatus.FAILED_PRECONDITION,
+  message: "this presence server relays no notices (no cube address)",
+  droneId: "",
+  cubeId: "",
+  expiresAtMs: 0n,
+});
 
 /**
  * The body of one machine's link (LinkService.Link after the caller was checked): hello →
@@ -97,6 +110,18 @@ export async function* linkStream(
           lastHeard = performance.now();
           validateLater(item.m);
           if (item.m.event.case === "confirm") void relay?.confirm(item.m.event.value.noticeId);
+          if (item.m.event.case === "session") {
+            const bind = item.m.event.value;
+            const machine = { tenantId: principal.tenantId, machineId: principal.subjectId };
+            if (!deps.notices) mailbox.push({ k: "bound", bound: noRelay(bind.requestId) });
+            else
+              void deps.notices
+                .bindSession(machine, bind.requestId, bind.sessionToken, bind.unbind)
+                .then((bound) => mailbox.push({ k: "bound", bound }));
+          }
+          break;
+        case "bound":
+          yield sessionBoundResponse(item.bound);
           break;
         case "notice":
           yield noticeResponse(item.notice);

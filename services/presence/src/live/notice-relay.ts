@@ -1,5 +1,7 @@
+import { timestampMs } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 import { type Notice, NoticeService } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
+import type { LinkSessionBound } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { attachPrincipal } from "@unimatrix/service-kit/auth";
 import { sleep } from "@unimatrix/service-kit/clock";
 import { createClient, isServiceError, type TypedClient } from "@unimatrix/service-kit/grpc";
@@ -10,6 +12,9 @@ const RETRY_MIN_MS = 200;
 const RETRY_MAX_MS = 5_000;
 /** Attempts of one ConfirmNotice that meets UNAVAILABLE (a cube replica going away). */
 const CONFIRM_ATTEMPTS = 3;
+
+/** The Link's `session_bound` answer (its fields). */
+export type SessionBound = Omit<LinkSessionBound, "$typeName">;
 
 /** Counts of what this replica's relays did (tests and metrics). */
 export interface RelayStats {
@@ -47,6 +52,39 @@ export class NoticeRelays {
     this.#open.add(relay);
     void relay.done.then(() => this.#open.delete(relay));
     return relay;
+  }
+
+  /**
+   * Asks cube to tie (or untie) the drone session of `sessionToken` to the machine
+   * (NoticeService.BindSession as the machine), and answers with the Link's `session_bound`:
+   * code 0 with the session's drone, cube and expiry, or the refusal's gRPC code and message
+   * (anything but a gRPC status is UNAVAILABLE: the daemon may ask again).
+   */
+  async bindSession(
+    machine: { tenantId: string; machineId: string },
+    requestId: number,
+    sessionToken: string,
+    unbind: boolean,
+  ): Promise<SessionBound> {
+    try {
+      const bound = await this.#client.bindSession(
+        { sessionToken, unbind },
+        { metadata: machineMetadata(this, machine), deadline: 10_000 },
+      );
+      return {
+        requestId,
+        code: grpc.status.OK,
+        message: "",
+        droneId: bound.droneId,
+        cubeId: bound.cubeId,
+        expiresAtMs: bound.expiresAt ? BigInt(timestampMs(bound.expiresAt)) : 0n,
+      };
+    } catch (error) {
+      const code = isServiceError(error) ? error.code : grpc.status.UNAVAILABLE;
+      if (!isServiceError(error)) this.logger.warn({ err: error, machineId: machine.machineId }, "BindSession failed");
+      const message = isServiceError(error) ? error.details : "cube could not be asked";
+      return { requestId, code, message, droneId: "", cubeId: "", expiresAtMs: 0n };
+    }
   }
 
   /** Relays running now (one per link that accepts notices). */
