@@ -1,3 +1,4 @@
+import { accessTokenEnv } from "@unimatrix/service-kit/auth";
 import { envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit/config";
 import { isGrpcTarget } from "@unimatrix/service-kit/grpc";
 import { z } from "zod";
@@ -73,6 +74,8 @@ export const cubeEnv = registerEnv({
     "gRPC target of the presence service (host:port, dns:///presence-headless:7003 for round-robin over its pods, ipv4:a:port,b:port), asked as the caller whether an AttachSeat machine_id is a machine of the caller's tenant (NOT_FOUND otherwise; UNAVAILABLE while presence cannot answer). Unset: machine_id is taken unchecked (cube run on its own).",
     optionalTarget,
   ),
+  // The identity provider whose access tokens Authenticate and direct gRPC callers may present.
+  ...accessTokenEnv,
 });
 
 /** The cube service's own settings. */
@@ -82,6 +85,8 @@ export type CubeConfig = ReturnType<typeof readCubeConfig> & {
    * tests start presence after cube, on a port known only then).
    */
   readonly presenceAddressOf?: (() => string | undefined) | undefined;
+  /** Least time between two fetches of the identity provider's keys for an unknown key id (default 30 s; tests shorten it). */
+  readonly jwksCooldownMs?: number | undefined;
 };
 
 /** Reads the cube service's own variables from the environment. */

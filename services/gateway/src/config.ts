@@ -1,3 +1,4 @@
+import { accessTokenEnv } from "@unimatrix/service-kit/auth";
 import { envVar, millisSchema, portSchema, registerEnv } from "@unimatrix/service-kit/config";
 import { isGrpcTarget } from "@unimatrix/service-kit/grpc";
 import { z } from "zod";
@@ -128,4 +129,6 @@ export const gatewayEnv = registerEnv({
     z.coerce.number().int().min(1),
     "32",
   ),
+  // The identity provider: its access tokens are accepted (verified by cube), its metadata published, its people signed in.
+  ...accessTokenEnv,
 });

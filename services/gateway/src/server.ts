@@ -33,6 +33,12 @@ import { JSON_WRITE } from "./json-options";
 import { mcpHandler } from "./mcp/handler";
 import { McpSessionStore } from "./mcp/session-store";
 import { GatewayMetrics } from "./metrics";
+import {
+  challengeUnauthorized,
+  isResourceMetadataPath,
+  protectedResourceOf,
+  serveResourceMetadata,
+} from "./protected-resource";
 import { chargeLookup, RateLimiter } from "./rate-limit";
 import { requestContextOf, withRequestContext } from "./request-context";
 import { SharedUpstreams } from "./shared-upstream";
@@ -90,8 +96,10 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const limiter = new RateLimiter(gateway.rateLimitPerSecond, gateway.rateLimitBurst, store, () =>
     metrics.rateLimitFallbacks.inc(),
   );
+  const resource = protectedResourceOf(gateway);
   const auth = new EdgeAuthenticator({
     upstreams,
+    resource,
     operatorToken: options.config.operatorToken,
     cacheMs: gateway.authCacheMs,
     clock,
@@ -199,6 +207,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       const ready = checks.every((check) => check.ok);
       return json(response, ready ? 200 : 503, { status: ready ? "ready" : "not ready", checks });
     }
+    if (isResourceMetadataPath(path) && serveResourceMetadata(request, response, resource, path)) return;
     if (path === "/mcp") return mcp.handle(request, response);
     if (request.method === "GET" && path === "/v1/machines/events") {
       return machineEvents(sse, request, response, new URL(request.url ?? "/", "http://gateway"));
@@ -264,6 +273,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         "request",
       );
     });
+    // Every 401, whichever face writes it, names the resource metadata and the scope (RFC 9728 §5.1).
+    challengeUnauthorized(response, resource, path);
     if (applyCors(gateway.corsOrigins, request, response)) return;
     withRequestContext(context, span, () =>
       route(request, response, path).catch((error: unknown) => {
