@@ -115,6 +115,9 @@ export class TestProvider {
 
   #build(OidcProvider: typeof Provider): Provider {
     const base = this.#resourceBase;
+    // Its start-up warnings (dev interactions, in-memory adapter) are what a test provider is.
+    const { warn } = console;
+    console.warn = () => {};
     const provider = new OidcProvider(this.issuer, {
       clients: [
         {
@@ -152,7 +155,16 @@ export class TestProvider {
       findAccount: (_ctx, sub) => ({ accountId: sub, claims: () => ({ sub, name: `Person ${sub}` }) }),
       // Signed cookies of the dev interactions (any fixed key in a test).
       cookies: { keys: ["test-provider-cookie-key"] },
+      ttl: {
+        AccessToken: 300,
+        ClientCredentials: 300,
+        AuthorizationCode: 60,
+        Grant: 600,
+        Interaction: 600,
+        Session: 600,
+      },
     });
+    console.warn = warn;
     provider.proxy = false;
     return provider;
   }
