@@ -126,6 +126,11 @@ describe("rendering", () => {
       PRESENCE_CUBE_ADDRESS: "dns:///umx-unimatrix-cube-headless:7001",
       CUBE_PRESENCE_ADDRESS: "dns:///umx-unimatrix-presence-headless:7003",
       LOG_LEVEL: "info",
+      // The identity provider: off by default (Unimatrix tokens only).
+      OIDC_ISSUER: "",
+      OIDC_AUDIENCE: "",
+      OIDC_SCOPE: "unimatrix",
+      OIDC_JWKS_URL: "",
       UMX_BIND_HOST: "0.0.0.0",
       UMX_BUS_PREFIX: "umx",
       UMX_DATA_DIR: "./data",
