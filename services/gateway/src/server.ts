@@ -22,6 +22,8 @@ import type { CommonConfig } from "@unimatrix/service-kit/service";
 import { EdgeAuthenticator } from "./auth";
 import { clientAddress } from "./client-address";
 import type { gatewayEnv } from "./config";
+import { adoptSession } from "./console-session";
+import { consoleSignIn } from "./console-sign-in";
 import { applyCors } from "./cors";
 import { guardDecoding } from "./decode-guard";
 import { CredentialDoors } from "./doors";
@@ -184,6 +186,22 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     onWaitEvent: (event) => metrics.mcpWaits.inc({ event }),
   });
 
+  // People sign in to the console through the provider when a console client is configured.
+  const signIn = consoleSignIn(
+    resource && gateway.oidcClientId
+      ? {
+          resource,
+          clientId: gateway.oidcClientId,
+          clientSecret: gateway.oidcClientSecret,
+          providerName: gateway.oidcProviderName,
+          internalKey: options.internalKey,
+          auth,
+          clock,
+          logger,
+        }
+      : undefined,
+  );
+
   const readiness = async (): Promise<Check[]> => {
     const checks = Object.entries(health).map(async ([name, client]): Promise<Check> => {
       try {
@@ -208,6 +226,11 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       return json(response, ready ? 200 : 503, { status: ready ? "ready" : "not ready", checks });
     }
     if (isResourceMetadataPath(path) && serveResourceMetadata(request, response, resource, path)) return;
+    if (path.startsWith("/auth/") && (await signIn(request, response, path))) return;
+    // A console call with its session cookie: the session's token is its bearer, if its CSRF header matches.
+    if (!isConsolePath(path) && adoptSession(request, path, options.internalKey, clock.now().getTime()) === "csrf") {
+      return refuse(response, status.PERMISSION_DENIED, "a console session call needs its x-umx-csrf header");
+    }
     if (path === "/mcp") return mcp.handle(request, response);
     if (request.method === "GET" && path === "/v1/machines/events") {
       return machineEvents(sse, request, response, new URL(request.url ?? "/", "http://gateway"));

@@ -12,6 +12,8 @@ export const SCOPE = "unimatrix";
 
 /** A confidential client of the provider using the client-credentials grant (a service account). */
 export const SERVICE_CLIENT = { id: "svc-reporter", secret: "svc-reporter-secret-0123456789abcdef" };
+/** The console's confidential client (authorization code + PKCE); its redirect is the gateway's callback. */
+export const CONSOLE_CLIENT = { id: "umx-console", secret: "umx-console-secret-0123456789abcdef" };
 /** A public client (PKCE, no secret) an MCP host signs in with. */
 export const AGENT_CLIENT = { id: "mcp-agent", redirect: "http://127.0.0.1:1/callback" };
 
@@ -129,6 +131,13 @@ export class TestProvider {
           scope: SCOPE,
         },
         {
+          client_id: CONSOLE_CLIENT.id,
+          client_secret: CONSOLE_CLIENT.secret,
+          grant_types: ["authorization_code"],
+          redirect_uris: [`${base}/auth/oidc/callback`],
+          response_types: ["code"],
+        },
+        {
           client_id: AGENT_CLIENT.id,
           token_endpoint_auth_method: "none",
           grant_types: ["authorization_code", "refresh_token"],
@@ -158,6 +167,7 @@ export class TestProvider {
       ttl: {
         AccessToken: 300,
         ClientCredentials: 300,
+        IdToken: 300,
         AuthorizationCode: 60,
         Grant: 600,
         Interaction: 600,
