@@ -76,6 +76,29 @@ export const cubeEnv = registerEnv({
   ),
   // The identity provider whose access tokens Authenticate and direct gRPC callers may present.
   ...accessTokenEnv,
+  provisionTenant: envVar(
+    "OIDC_PROVISION_TENANT",
+    "Name of the tenant that people the identity provider signs in to the console become users of on their first sign-in, when linked to nothing yet. Empty: no provisioning (a user links them with LinkIdentity).",
+    z.string().max(200),
+    "",
+  ),
+  roleClaim: envVar(
+    "OIDC_ROLE_CLAIM",
+    "The access-token claim (a string or a list) whose values map a person to the user role at provisioning, e.g. groups or roles.",
+    z.string().min(1).max(100),
+    "groups",
+  ),
+  userGroups: envVar(
+    "OIDC_USER_GROUPS",
+    "Comma-separated values of OIDC_ROLE_CLAIM that give the user role (run the tenant) at provisioning. Empty: every person the provider signs in.",
+    z.string().transform((value) =>
+      value
+        .split(",")
+        .map((group) => group.trim())
+        .filter(Boolean),
+    ),
+    "",
+  ),
 });
 
 /** The cube service's own settings. */

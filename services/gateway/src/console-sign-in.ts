@@ -1,8 +1,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { status } from "@grpc/grpc-js";
+import { principalFromMessage } from "@unimatrix/service-kit/auth";
 import type { Clock } from "@unimatrix/service-kit/clock";
+import { isServiceError } from "@unimatrix/service-kit/grpc";
 import type { Logger } from "@unimatrix/service-kit/logger";
 import type { Configuration } from "openid-client";
-import type { EdgeAuthenticator } from "./auth";
 import {
   addCookies,
   clearedSessionCookies,
@@ -15,6 +17,7 @@ import {
   unseal,
 } from "./console-session";
 import type { ProtectedResource } from "./protected-resource";
+import type { Upstreams } from "./upstreams";
 
 /** How people sign in to the console through the identity provider (authorization code + PKCE). */
 export interface ConsoleSignInOptions {
@@ -24,7 +27,7 @@ export interface ConsoleSignInOptions {
   /** What the button says: "Sign in with <name>". */
   readonly providerName: string;
   readonly internalKey: string;
-  readonly auth: EdgeAuthenticator;
+  readonly upstreams: Upstreams;
   readonly clock: Clock;
   readonly logger: Logger;
 }
@@ -97,6 +100,7 @@ export function consoleSignIn(options: ConsoleSignInOptions | undefined) {
     if (!attempt || attempt.expiresAt <= now) return page(response, 400, "This sign-in attempt expired. Start again.");
     const client = await openid();
     let accessToken: string;
+    let name: unknown;
     try {
       const tokens = await client.authorizationCodeGrant(
         await configuration(),
@@ -105,20 +109,32 @@ export function consoleSignIn(options: ConsoleSignInOptions | undefined) {
         { resource: options!.resource.base },
       );
       accessToken = tokens.access_token;
+      name = tokens.claims()?.name;
     } catch (error) {
       options!.logger.warn({ err: error }, "console sign-in: the provider's answer was refused");
       return page(response, 400, "The identity provider's answer could not be accepted. Start again.");
     }
-    // The session is the access token: it must act as a person of a tenant (a linked user).
+    // The session is the access token: it must act as a person of a tenant (linked, or provisioned now).
     let expiresAt: number | undefined;
     try {
-      const { principal } = await options!.auth.authenticate(`Bearer ${accessToken}`);
-      if (principal.kind !== "user") {
+      const answer = await options!.upstreams.identity.provisionIdentity(
+        { accessToken, displayName: typeof name === "string" ? name.slice(0, 200) : "" },
+        { deadline: 10_000 },
+      );
+      const principal = principalFromMessage(answer.principal);
+      if (principal?.kind !== "user") {
         return page(response, 403, "Your account is linked to an agent client, not to a person: ask an admin.");
       }
       expiresAt = principal.expiresAt;
-    } catch {
-      return page(response, 403, "Your account is not linked to a Unimatrix user of any tenant: ask an admin.");
+    } catch (error) {
+      if (isServiceError(error) && (error.code === status.PERMISSION_DENIED || error.code === status.UNAUTHENTICATED)) {
+        return page(
+          response,
+          403,
+          "Your account is not linked to a Unimatrix user, and cannot be added: ask an admin.",
+        );
+      }
+      throw error;
     }
     addCookies(response, sessionCookies(accessToken, expiresAt ?? now + 3_600_000, options!.internalKey, now));
     response.writeHead(302, { location: "/#/cubes", "cache-control": "no-store" }).end();

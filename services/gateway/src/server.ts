@@ -195,7 +195,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
           clientSecret: gateway.oidcClientSecret,
           providerName: gateway.oidcProviderName,
           internalKey: options.internalKey,
-          auth,
+          upstreams,
           clock,
           logger,
         }

@@ -1,3 +1,5 @@
+import { TEST_DATABASE_URL } from "@unimatrix/service-kit/testing";
+import pg from "pg";
 import { CONSOLE_CLIENT, SCOPE, signInThroughPages, TestProvider } from "./oidc-provider";
 import { call, freePort, type System, seedTenant, startSystem } from "./system";
 
@@ -36,7 +38,8 @@ describe("people sign in to the console through the company's identity provider"
         oidcProviderName: "Acme SSO",
       },
       "postgres",
-      oidc,
+      // People in the group umx-users who are linked to nothing join this tenant on first sign-in.
+      { ...oidc, provisionTenant: "oidc-console", roleClaim: "groups", userGroups: ["umx-users"] },
     );
     tenant = await seedTenant(system, "oidc-console", 1);
     const alice = await call<{ user: { id: string } }>(
@@ -124,11 +127,44 @@ describe("people sign in to the console through the company's identity provider"
     expect(cleared.get("umx_csrf")).toMatch(/^umx_csrf=;.*Max-Age=0/);
   });
 
-  test("a person linked to nothing is turned away at the callback with no session", async () => {
+  test("a person linked to nothing but in a mapped group becomes a user of the tenant on first sign-in, once", async () => {
+    for (let round = 0; round < 2; round++) {
+      const callback = await signIn("carol");
+      expect(callback.status).toBe(302);
+      const cookies = setCookies(callback);
+      const csrf = pair(cookies.get("umx_csrf")!);
+      const response = await fetch(`${system.url}/${LIST_CUBES}`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          cookie: `${pair(cookies.get("umx_session")!)}; ${csrf}`,
+          "x-umx-csrf": csrf.split("=")[1]!,
+        },
+        body: "{}",
+      });
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { cubes: { id: string }[] };
+      expect(body.cubes.map((c) => c.id)).toEqual([tenant.cubeId]);
+    }
+    const db = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await db.connect();
+    try {
+      const { rows } = await db.query(
+        `SELECT u.tenant_id::text, u.display_name FROM "${system.cubeSchema}".external_identities e
+         JOIN "${system.cubeSchema}".users u ON u.id = e.user_id WHERE e.subject = 'carol'`,
+      );
+      // One user, named from the ID token, in the provisioning tenant: the second sign-in found it.
+      expect(rows).toEqual([{ tenant_id: tenant.tenantId, display_name: "Person carol" }]);
+    } finally {
+      await db.end();
+    }
+  });
+
+  test("a person linked to nothing and in no mapped group is turned away at the callback with no session", async () => {
     const callback = await signIn("mallory");
     expect(callback.status).toBe(403);
     expect(setCookies(callback).has("umx_session")).toBe(false);
-    expect(await callback.text()).toContain("not linked");
+    expect(await callback.text()).toContain("not linked to a Unimatrix user");
   });
 
   test("a callback without its attempt cookie is refused, with no session", async () => {

@@ -14,6 +14,11 @@ export const SCOPE = "unimatrix";
 export const SERVICE_CLIENT = { id: "svc-reporter", secret: "svc-reporter-secret-0123456789abcdef" };
 /** The console's confidential client (authorization code + PKCE); its redirect is the gateway's callback. */
 export const CONSOLE_CLIENT = { id: "umx-console", secret: "umx-console-secret-0123456789abcdef" };
+/** The groups the provider puts in a person's access tokens (`groups`), by login. */
+const GROUPS: Readonly<Record<string, readonly string[]>> = {
+  carol: ["umx-users", "staff"],
+  mallory: ["staff"],
+};
 /** A public client (PKCE, no secret) an MCP host signs in with. */
 export const AGENT_CLIENT = { id: "mcp-agent", redirect: "http://127.0.0.1:1/callback" };
 
@@ -147,6 +152,9 @@ export class TestProvider {
       ],
       jwks: { keys: this.#keys.map((key) => key.privateJwk) },
       scopes: ["openid", "offline_access", SCOPE],
+      // The person's name in the ID token with the profile scope, as most providers send it.
+      claims: { openid: ["sub"], profile: ["name"] },
+      conformIdTokenClaims: false,
       pkce: { required: () => true },
       features: {
         devInteractions: { enabled: true },
@@ -161,6 +169,9 @@ export class TestProvider {
           },
         },
       },
+      // A person's groups ride in their access tokens, as Okta, Entra ID and Keycloak can be set to do.
+      extraTokenClaims: (_ctx, token) =>
+        "accountId" in token && token.accountId ? { groups: [...(GROUPS[token.accountId] ?? [])] } : {},
       findAccount: (_ctx, sub) => ({ accountId: sub, claims: () => ({ sub, name: `Person ${sub}` }) }),
       // Signed cookies of the dev interactions (any fixed key in a test).
       cookies: { keys: ["test-provider-cookie-key"] },

@@ -48,6 +48,8 @@ export interface AccessToken {
   readonly scopes: readonly string[];
   /** `exp`, milliseconds since the epoch. */
   readonly expiresAt: number;
+  /** Every claim of the verified token (a role claim, say). */
+  readonly claims: Readonly<Record<string, unknown>>;
 }
 
 /** How to verify the provider's access tokens. */
@@ -127,6 +129,7 @@ export class AccessTokenVerifier {
       clientId,
       scopes,
       expiresAt: (payload.exp as number) * 1000,
+      claims: payload,
     };
   }
 

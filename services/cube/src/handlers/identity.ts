@@ -22,7 +22,8 @@ import { runOp } from "../effects";
 import { revokeCubeGrant, setCubeGrant } from "../ops/cube-grant";
 import { createTenant, issueClient, issueUserToken, revokeClient, rotateClient } from "../ops/identity";
 import { linkIdentity, unlinkIdentity } from "../ops/link-identity";
-import { resolveAccessToken } from "../reads/access-tokens";
+import { provisionIdentity } from "../ops/provision-identity";
+import { linkedPrincipal, resolveAccessToken } from "../reads/access-tokens";
 import { listClients, resolveTokenCached } from "../reads/credentials";
 import { listCubeGrants } from "../reads/grants";
 import { type AccessLevel, clientOf, tenantOf, userTenantOf } from "../rules/access";
@@ -158,6 +159,28 @@ export function identityHandlers(
       return { identity: externalIdentityToWire(row) };
     },
 
+    async provisionIdentity(request) {
+      if (request.accessToken === "") throw new InvalidArgumentError("access_token", "must not be empty");
+      const verifier = deps.accessTokens;
+      if (!verifier) throw new UnauthenticatedError("no identity provider is configured");
+      const token = await verifier.verify(request.accessToken);
+      const linked = await linkedPrincipal(deps, token, request.accessToken);
+      if (linked) return { principal: authenticatedToWire(linked, deps.clock.now()).principal, provisioned: false };
+      const { provisionTenant, roleClaim, userGroups } = deps.config;
+      if (!provisionTenant || !token.subject) throw new PermissionDeniedError("your account is not linked to a user");
+      if (!roleGranted(token.claims[roleClaim], userGroups)) {
+        throw new PermissionDeniedError(`your ${roleClaim} give no Unimatrix role`);
+      }
+      const displayName = request.displayName.trim() || token.subject;
+      const { created } = await runOp(
+        deps,
+        provisionIdentity(deps, provisionTenant, token.issuer, token.subject, displayName.slice(0, 200)),
+      );
+      const resolved = await linkedPrincipal(deps, token, request.accessToken);
+      if (!resolved) throw new UnauthenticatedError("invalid credential");
+      return { principal: authenticatedToWire(resolved, deps.clock.now()).principal, provisioned: created };
+    },
+
     async unlinkIdentity(request, ctx) {
       const linked = name("subject", request.subject);
       const tenantId = userTenantOf(await ctx.principal());
@@ -166,4 +189,11 @@ export function identityHandlers(
       return { removed: await runOp(deps, unlinkIdentity(deps, tenantId, issuer, linked)) };
     },
   };
+}
+
+/** True when a role claim (a string or a list) holds one of `groups`; every value counts when `groups` is empty. */
+function roleGranted(claim: unknown, groups: readonly string[]): boolean {
+  if (groups.length === 0) return true;
+  const values = Array.isArray(claim) ? claim : typeof claim === "string" ? claim.split(" ") : [];
+  return values.some((value) => typeof value === "string" && groups.includes(value));
 }

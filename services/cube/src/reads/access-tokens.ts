@@ -1,5 +1,5 @@
 /** The company's identity provider's access tokens → the client or user their subject is linked to (cached). */
-import { type AccessTokenVerifier, type Principal, sha256 } from "@unimatrix/service-kit/auth";
+import { type AccessToken, type AccessTokenVerifier, type Principal, sha256 } from "@unimatrix/service-kit/auth";
 import { UnauthenticatedError } from "@unimatrix/service-kit/errors";
 import type { CubeDeps } from "../deps";
 import { principalTags } from "../store/auth-cache";
@@ -18,7 +18,11 @@ export async function resolveAccessToken(
   verifier: AccessTokenVerifier,
   raw: string,
 ): Promise<ResolvedToken | null> {
-  const token = await verifier.verify(raw);
+  return linkedPrincipal(deps, await verifier.verify(raw), raw);
+}
+
+/** The client or user a verified token's subject is linked to (cached as `resolveAccessToken` says); null when none. */
+export async function linkedPrincipal(deps: CubeDeps, token: AccessToken, raw: string): Promise<ResolvedToken | null> {
   const subjects = [token.subject, token.clientId].filter((s): s is string => s !== undefined);
   if (subjects.length === 0) throw new UnauthenticatedError("access token names no subject or client");
   return deps.auth.tokens.through(`jwt:${sha256(raw).toString("base64url")}`, async () => {
