@@ -94,6 +94,19 @@ describe("access tokens of the company's identity provider", () => {
     expect(listed.clients.map((c) => c.id)).toEqual([tenant.clients[1]!.id]);
   });
 
+  test("the scope may come as `scp`, a list (Entra ID, Okta), and `azp` names a service account without `sub`", async () => {
+    const listed = await provider.mint({ sub: "person-1", scope: undefined, scp: ["openid", SCOPE] });
+    expect((await connectJson(system, GET_CUBE, { cubeId: tenant.cubeId }, listed)).status).toBe(200);
+    const service = await provider.mint({ sub: undefined, azp: SERVICE_CLIENT.id });
+    const clients = await call<{ clients: { id: string }[] }>(
+      system,
+      "unimatrix.cube.v1.IdentityService/ListClients",
+      {},
+      service,
+    );
+    expect(clients.clients.map((c) => c.id)).toEqual([tenant.clients[1]!.id]);
+  });
+
   test.each([
     ["a wrong issuer", { iss: "http://127.0.0.1:1/other" }, {}, "iss"],
     ["a wrong audience (another resource)", { aud: "https://elsewhere.example.com" }, {}, "aud"],
@@ -226,5 +239,10 @@ describe("access tokens of the company's identity provider", () => {
     expect([asClient.status, asClient.body.code]).toEqual([403, "permission_denied"]);
     const neither = await connectJson(system, LINK, { subject: "person-9" }, tenant.user);
     expect([neither.status, neither.body.code]).toEqual([400, "invalid_argument"]);
+    // Another tenant cannot remove this tenant's link: nothing is removed, the subject still works.
+    const unlink = await call<{ removed: boolean }>(system, UNLINK, { subject: "person-1" }, other.user);
+    expect(unlink.removed).toBe(false);
+    const still = await provider.mint({ sub: "person-1" });
+    expect((await connectJson(system, GET_CUBE, { cubeId: tenant.cubeId }, still)).status).toBe(200);
   });
 });

@@ -162,7 +162,7 @@ export function identityHandlers(
     async provisionIdentity(request) {
       if (request.accessToken === "") throw new InvalidArgumentError("access_token", "must not be empty");
       const verifier = deps.accessTokens;
-      if (!verifier) throw new UnauthenticatedError("no identity provider is configured");
+      if (!verifier) throw new FailedPreconditionError("no identity provider is configured (OIDC_ISSUER)");
       const token = await verifier.verify(request.accessToken);
       const linked = await linkedPrincipal(deps, token, request.accessToken);
       if (linked) return { principal: authenticatedToWire(linked, deps.clock.now()).principal, provisioned: false };
