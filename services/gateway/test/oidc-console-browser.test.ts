@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { eventually } from "@unimatrix/service-kit/testing";
 import type { BrowserContext, Page } from "playwright-core";
-import { ARTIFACTS, launchChromium } from "./console-browser";
+import { ARTIFACTS, checkPage, launchChromium } from "./console-browser";
 import { CONSOLE_CLIENT, SCOPE, TestProvider } from "./oidc-provider";
 import { call, freePort, type System, seedTenant, startSystem } from "./system";
 
@@ -69,6 +69,8 @@ describe("console: signing in through the company's identity provider", () => {
 
   it("signs in through the provider's login page, works with the cookie, and signs out", async () => {
     await page.goto(system.url);
+    await page.getByRole("link", { name: "Sign in with Acme SSO" }).waitFor();
+    await checkPage(page, "oidc-00-sign-in");
     await page.getByRole("link", { name: "Sign in with Acme SSO" }).click();
     // The provider's own pages: its login form, then its consent.
     await page.waitForURL((url) => url.origin === provider.issuer);
@@ -80,7 +82,7 @@ describe("console: signing in through the company's identity provider", () => {
     // Back in the console, signed in: the tenant's cube, listed over Connect with the cookie.
     await page.getByRole("link", { name: "sso cube", exact: true }).waitFor();
     await page.getByText("signed in through Acme SSO").waitFor();
-    await page.screenshot({ path: join(ARTIFACTS, "oidc-01-signed-in.png") });
+    await checkPage(page, "oidc-01-signed-in");
     const cookies = new Map((await browser.cookies(system.url)).map((c) => [c.name, c]));
     expect(cookies.get("umx_session")).toMatchObject({ httpOnly: true, secure: true, sameSite: "Lax" });
     expect(cookies.get("umx_csrf")).toMatchObject({ httpOnly: false, secure: true, sameSite: "Lax" });
