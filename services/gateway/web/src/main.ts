@@ -178,5 +178,7 @@ window.setInterval(() => refreshTimes(document), 15_000);
 void signInOptions().then((options) => {
   provider = options.provider;
   if (options.signedIn && !session.token) session.signIn(COOKIE_SESSION);
+  // A provider session that ended meanwhile (expired, signed out in another tab): back to signing in.
+  if (!options.signedIn && session.token === COOKIE_SESSION) sessionStorage.clear();
   route();
 });
