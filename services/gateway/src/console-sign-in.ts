@@ -17,6 +17,7 @@ import {
   unseal,
 } from "./console-session";
 import type { ProtectedResource } from "./protected-resource";
+import { errorJson, statusRow } from "./status-table";
 import type { Upstreams } from "./upstreams";
 
 /** How people sign in to the console through the identity provider (authorization code + PKCE). */
@@ -147,8 +148,10 @@ export function consoleSignIn(options: ConsoleSignInOptions | undefined) {
 
   const logout = (request: IncomingMessage, response: ServerResponse) => {
     const session = options ? sessionOf(request, options.internalKey, options.clock.now().getTime()) : undefined;
-    if (session && !csrfMatches(request, session))
-      return json(response, 403, { code: "permission_denied", message: "missing CSRF token" });
+    if (session && !csrfMatches(request, session)) {
+      const code = status.PERMISSION_DENIED;
+      return json(response, statusRow(code).http, errorJson(code, "sign-out needs its x-umx-csrf header"));
+    }
     addCookies(response, clearedSessionCookies());
     json(response, 200, { signedOut: true });
   };
