@@ -1,7 +1,7 @@
 import { TEST_DATABASE_URL } from "@unimatrix/service-kit/testing";
 import pg from "pg";
 import { CONSOLE_CLIENT, SCOPE, signInThroughPages, TestProvider } from "./oidc-provider";
-import { call, freePort, type System, seedTenant, startSystem } from "./system";
+import { addGateway, call, freePort, type System, seedTenant, startSystem } from "./system";
 
 // People sign in to the console through the provider: authorization code + PKCE from the gateway,
 // the provider's own login page, an HttpOnly session cookie whose calls need the CSRF header.
@@ -113,6 +113,23 @@ describe("people sign in to the console through the company's identity provider"
     expect((await fetch(`${system.url}/auth/session`, { headers: { cookie } }).then((r) => r.json())).signedIn).toBe(
       true,
     );
+    // No session store: another gateway replica serves the same cookie.
+    const second = await addGateway(system, {
+      oidcIssuer: provider.issuer,
+      oidcAudience: system.url,
+      oidcScope: SCOPE,
+      oidcClientId: CONSOLE_CLIENT.id,
+    });
+    try {
+      const elsewhere = await fetch(`${second.url}/${LIST_CUBES}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", cookie, "x-umx-csrf": csrfToken },
+        body: "{}",
+      });
+      expect(elsewhere.status).toBe(200);
+    } finally {
+      await second.stop();
+    }
 
     // Sign-out needs the CSRF header too, and clears both cookies.
     const refused = await fetch(`${system.url}/auth/logout`, { method: "POST", headers: { cookie } });
