@@ -17,7 +17,7 @@
 # The Helm chart (deploy/k8s/unimatrix) runs one image for every Deployment and passes the service
 # name as the container's args; the migration Job overrides the command with migrate.js.
 
-ARG NODE_VERSION=22
+ARG NODE_VERSION=24
 # all | cube | device | presence | gateway | migrate: which final stage becomes the default target.
 ARG SERVICE=all
 

@@ -269,7 +269,7 @@ async function main() {
     );
 
     // 3 (first: it is short and needs a quiet system). The MCP token economy.
-    printEconomy(await mcpEconomy(gateway, OPERATOR));
+    printEconomy(await mcpEconomy(gateway, OPERATOR), await mcpEconomy(gateway, OPERATOR, "2026-07-28"));
 
     // 1. Unary.
     const body = JSON.stringify({ cubeId: cube.id });

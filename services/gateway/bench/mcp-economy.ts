@@ -1,8 +1,11 @@
 // Token economy of the MCP surface (issue 15): a scripted agent session through the MCP SDK client —
 // attach, read the directive, read two waiting messages, post, ack, claim, then catch up on 50
 // entries after an absence — counting per step the tool calls and the characters of `content`
-// (text), of `structuredContent` and of pushes (`notifications/message`), and of `tools/list`.
-// Characters are what an agent's host passes to the model; ~4 characters make a token.
+// (text), of `structuredContent` and of pushes, and of `tools/list`. Characters are what an agent's
+// host passes to the model; ~4 characters make a token. It runs on both MCP revisions: 2025-11-25
+// through the v1 SDK client (a session; pushes are `notifications/message`; the absence ends the
+// session, so the agent re-attaches) and 2026-07-28 through the v2 SDK client (no session; the seat
+// is the `seat` input; pushes arrive on `subscriptions/listen`; nothing to re-attach).
 //
 // It adapts to the gateway it talks to: on one without `log_wait` (the surface before issue 15) it
 // does what that surface needs (cube_get for the directive, entry ids from structuredContent, paging
@@ -13,6 +16,10 @@ import { once } from "node:events";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import {
+  Client as StatelessClient,
+  StreamableHTTPClientTransport as StatelessTransport,
+} from "@modelcontextprotocol/client";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -37,10 +44,18 @@ export interface Step {
   content: number;
   structured: number;
   pushes: number;
+  /** Of `pushes`, what the deliveries themselves carry: the line and its handles, not the protocol's frame. */
+  payload: number;
 }
 
+/** The MCP revisions the session runs on. */
+export type Revision = "2025-11-25" | "2026-07-28";
+
 export interface EconomyReport {
+  readonly revision: Revision;
   readonly steps: Step[];
+  /** Entries and notifications pushed to the agent (to give push characters per item). */
+  readonly pushedItems: number;
   readonly toolsList: number;
   readonly tools: number;
   readonly compact: boolean;
@@ -61,8 +76,20 @@ const DIRECTIVE =
 const line = (i: number) =>
   `status ${String(i).padStart(2, "0")}: invoice batch ${i} migrated, 0 errors; next batch queued`;
 
-/** Runs the session against the gateway at `url`. */
-export async function mcpEconomy(url: string, operatorToken = OPERATOR): Promise<EconomyReport> {
+/** What the session needs of an MCP client, whichever SDK and revision. */
+interface Agent {
+  listTools(): Promise<{ tools: { name: string }[] }>;
+  callTool(params: { name: string; arguments: Record<string, unknown> }): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/** Runs the session against the gateway at `url`, on `revision`. */
+export async function mcpEconomy(
+  url: string,
+  operatorToken = OPERATOR,
+  revision: Revision = "2025-11-25",
+): Promise<EconomyReport> {
+  const stateless = revision === "2026-07-28";
   const call = async <T>(path: string, body: unknown, token: string): Promise<T> => {
     const response = await fetch(`${url}/${path}`, {
       method: "POST",
@@ -123,19 +150,39 @@ export async function mcpEconomy(url: string, operatorToken = OPERATOR): Promise
   const steps: Step[] = [];
   let current: Step | undefined;
   const step = (name: string) => {
-    current = { name, calls: 0, content: 0, structured: 0, pushes: 0 };
+    current = { name, calls: 0, content: 0, structured: 0, pushes: 0, payload: 0 };
     steps.push(current);
   };
-  const connect = async () => {
+  let pushedItems = 0;
+  /** Counts a push: all of its params, and its payload (2025: `data`; 2026: `_meta` without the subscription id). */
+  const pushed = (params: { data?: unknown; _meta?: Record<string, unknown> }) => {
+    if (!current) return;
+    current.pushes += JSON.stringify(params).length;
+    const { "io.modelcontextprotocol/subscriptionId": _, ...own } = params._meta ?? {};
+    current.payload += JSON.stringify(stateless ? own : params.data).length;
+    pushedItems += 1;
+  };
+  const requestInit = { headers: { authorization: `Bearer ${agentToken}` } };
+  /** The v2 client of the 2026-07-28 session, for listening (set once it is connected). */
+  let modern: StatelessClient | undefined;
+  const connect = async (): Promise<Agent> => {
+    if (stateless) {
+      const mcp = new StatelessClient(
+        { name: "economy-agent", version: "1.0.0" },
+        { versionNegotiation: { mode: { pin: "2026-07-28" } } },
+      );
+      mcp.setNotificationHandler("notifications/resources/updated", (notification) =>
+        pushed(notification.params as { _meta?: Record<string, unknown> }),
+      );
+      await mcp.connect(new StatelessTransport(new URL(`${url}/mcp`), { requestInit }));
+      modern = mcp;
+      return mcp;
+    }
     const mcp = new Client({ name: "economy-agent", version: "1.0.0" });
-    mcp.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
-      if (current) current.pushes += JSON.stringify(notification.params).length;
-    });
-    await mcp.connect(
-      new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
-        requestInit: { headers: { authorization: `Bearer ${agentToken}` } },
-      }),
+    mcp.setNotificationHandler(LoggingMessageNotificationSchema, (notification) =>
+      pushed(notification.params as { data?: unknown }),
     );
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit }));
     return mcp;
   };
   let mcp = await connect();
@@ -143,8 +190,10 @@ export async function mcpEconomy(url: string, operatorToken = OPERATOR): Promise
   const toolsList = JSON.stringify(tools).length;
   const compact = tools.some((t) => t.name === "log_wait");
   const text = (result: ToolResult) => result.content[0]?.text ?? "";
+  /** The seat on 2026-07-28: every call after the attach names it. */
+  let seatInput: Record<string, unknown> = {};
   const tool = async (name: string, args: Record<string, unknown> = {}) => {
-    const result = (await mcp.callTool({ name, arguments: args })) as ToolResult;
+    const result = (await mcp.callTool({ name, arguments: { ...args, ...seatInput } })) as ToolResult;
     if (result.isError) throw new Error(`${name}: ${result.content[0]?.text}`);
     current!.calls += 1;
     current!.content += result.content.reduce((n, c) => n + (c.text?.length ?? JSON.stringify(c).length), 0);
@@ -169,6 +218,11 @@ export async function mcpEconomy(url: string, operatorToken = OPERATOR): Promise
   const droneId = compact
     ? drones.drones.find((d) => d.label === label)!.id
     : (seat.structuredContent!.drone_id as string);
+  let listening: Awaited<ReturnType<StatelessClient["listen"]>> | undefined;
+  if (stateless) {
+    seatInput = { seat: sessionToken };
+    listening = await modern!.listen({ resourceSubscriptions: [`unimatrix://inbox?seat=${sessionToken}`] });
+  }
   await settle();
 
   step("read directive");
@@ -204,6 +258,7 @@ export async function mcpEconomy(url: string, operatorToken = OPERATOR): Promise
 
   // The absence: the agent's MCP session ends; 50 entries land meanwhile (2 of them direct to the
   // agent), and the peer acks the agent's post (a notification): 51 items wait.
+  await listening?.close();
   await mcp.close();
   current = undefined;
   for (let i = 1; i <= 50; i++) await peerPost(line(i), i === 17 || i === 41 ? droneId : undefined);
@@ -223,12 +278,15 @@ export async function mcpEconomy(url: string, operatorToken = OPERATOR): Promise
 
   step("re-attach after the absence");
   mcp = await connect();
-  await tool(
-    "seat_attach",
-    compact
-      ? { cube_id: cube.id, session_token: sessionToken }
-      : { cube_id: cube.id, role_id: role.id, session_token: sessionToken },
-  );
+  // On 2026-07-28 the agent still holds its seat: nothing to re-attach.
+  if (!stateless) {
+    await tool(
+      "seat_attach",
+      compact
+        ? { cube_id: cube.id, session_token: sessionToken }
+        : { cube_id: cube.id, role_id: role.id, session_token: sessionToken },
+    );
+  }
   await settle();
 
   step("catch up (51 items)");
@@ -244,40 +302,57 @@ export async function mcpEconomy(url: string, operatorToken = OPERATOR): Promise
   }
   await settle();
   await mcp.close();
-  return { steps, toolsList, tools: tools.length, compact, catchUp };
+  return { revision, steps, pushedItems, toolsList, tools: tools.length, compact, catchUp };
 }
 
-/** Prints the table and the BENCH lines. */
-export function printEconomy(report: EconomyReport): void {
-  const out = (s: string) => process.stdout.write(s);
-  out(`\nMCP token economy (${report.compact ? "compact surface" : "surface without log_wait"}): one agent session\n`);
-  out("| step | calls | content chars | structured chars | push chars |\n|---|---|---|---|---|\n");
-  const total = { calls: 0, content: 0, structured: 0, pushes: 0 };
+/** Sums of a report's steps. */
+function totals(report: EconomyReport) {
+  const total = { calls: 0, content: 0, structured: 0, pushes: 0, payload: 0 };
   for (const s of report.steps) {
-    out(`| ${s.name} | ${s.calls} | ${s.content} | ${s.structured} | ${s.pushes} |\n`);
     total.calls += s.calls;
     total.content += s.content;
     total.structured += s.structured;
     total.pushes += s.pushes;
+    total.payload += s.payload;
   }
-  out(`| **total** | ${total.calls} | ${total.content} | ${total.structured} | ${total.pushes} |\n`);
-  out(
-    `results (content + structured): ${total.content + total.structured} chars; tools/list: ${report.toolsList} chars for ${report.tools} tools\n`,
-  );
-  bench("gateway.mcp.calls", total.calls, "calls");
-  bench("gateway.mcp.content_chars", total.content, "chars");
-  bench("gateway.mcp.structured_chars", total.structured, "chars");
-  bench("gateway.mcp.result_chars", total.content + total.structured, "chars");
-  bench("gateway.mcp.push_chars", total.pushes, "chars");
-  bench("gateway.mcp.tools_list_chars", report.toolsList, "chars");
-  bench(
-    "gateway.mcp.catchup_chars",
-    (() => {
-      const last = report.steps.at(-1)!;
-      return last.content + last.structured;
-    })(),
-    "chars",
-  );
+  return total;
+}
+
+/**
+ * Prints the session on each revision side by side, and the BENCH lines: `gateway.mcp.*` for
+ * 2025-11-25 (the names the bench has always printed) and `gateway.mcp.stateless.*` for 2026-07-28.
+ */
+export function printEconomy(...reports: EconomyReport[]): void {
+  const out = (s: string) => process.stdout.write(s);
+  out("\nMCP token economy: one agent session (calls / content + structured chars / push chars)\n");
+  out(`| step | ${reports.map((r) => r.revision).join(" | ")} |\n|---|${reports.map(() => "---").join("|")}|\n`);
+  for (const [i, step] of reports[0]!.steps.entries()) {
+    const cells = reports.map((r) => {
+      const s = r.steps[i]!;
+      return `${s.calls} / ${s.content + s.structured} / ${s.pushes}`;
+    });
+    out(`| ${step.name} | ${cells.join(" | ")} |\n`);
+  }
+  const cells = reports.map((r) => {
+    const t = totals(r);
+    return `**${t.calls} / ${t.content + t.structured} / ${t.pushes}**`;
+  });
+  out(`| **total** | ${cells.join(" | ")} |\n`);
+  out(`| tools/list chars | ${reports.map((r) => r.toolsList).join(" | ")} |\n`);
+  for (const report of reports) {
+    const prefix = report.revision === "2026-07-28" ? "gateway.mcp.stateless" : "gateway.mcp";
+    const total = totals(report);
+    bench(`${prefix}.calls`, total.calls, "calls");
+    bench(`${prefix}.content_chars`, total.content, "chars");
+    bench(`${prefix}.structured_chars`, total.structured, "chars");
+    bench(`${prefix}.result_chars`, total.content + total.structured, "chars");
+    bench(`${prefix}.push_chars`, total.pushes, "chars");
+    bench(`${prefix}.push_chars_per_item`, Math.round(total.pushes / Math.max(1, report.pushedItems)), "chars");
+    bench(`${prefix}.push_payload_per_item`, Math.round(total.payload / Math.max(1, report.pushedItems)), "chars");
+    bench(`${prefix}.tools_list_chars`, report.toolsList, "chars");
+    const last = report.steps.at(-1)!;
+    bench(`${prefix}.catchup_chars`, last.content + last.structured, "chars");
+  }
 }
 
 /** Starts a built tree's system (`apps/unimatrix/dist/main.js`) on a fresh database. */
@@ -312,7 +387,7 @@ async function main() {
   await admin.query(`CREATE DATABASE ${database}`);
   const { child, gateway } = await startTree(root, database);
   try {
-    printEconomy(await mcpEconomy(gateway));
+    printEconomy(await mcpEconomy(gateway), await mcpEconomy(gateway, OPERATOR, "2026-07-28"));
   } finally {
     child.kill("SIGTERM");
     await once(child, "exit");

@@ -65,7 +65,7 @@ export const gatewayEnv = registerEnv({
   ),
   mcpAllowedOrigins: envVar(
     "GATEWAY_MCP_ALLOWED_ORIGINS",
-    "Origins allowed to use /mcp from a browser (`*` for any); any other Origin gets 403, none (agents) is allowed.",
+    "Origins allowed to use /mcp from a browser (`*` for any) besides loopback ones (`http://localhost:…`, `127.0.0.1`, `[::1]`); any other Origin gets 403, none (agents) is allowed.",
     origins,
     "",
   ),

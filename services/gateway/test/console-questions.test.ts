@@ -14,6 +14,7 @@ const CUBE = "unimatrix.cube.v1.CubeService";
 
 interface WireEntry {
   id: string;
+  position?: string;
   message?: string;
   visibility?: string;
   recipientDroneIds?: string[];
@@ -206,8 +207,8 @@ describe("console: questions, threads, receipts, claims, seat state", () => {
         entryId: asked.entry.id,
       });
       expect(read.replies?.map((r) => r.message)).toEqual(["Merge it; the freeze starts tomorrow."]);
-      const answerId = read.replies![0]!.id;
-      expect((got.structured.items as { id?: string }[]).some((i) => i.id === answerId)).toBe(true);
+      const answerAt = Number(read.replies![0]!.position);
+      expect((got.structured.items as { n: number }[]).some((i) => i.n === answerAt)).toBe(true);
       expect(read.replies![0]!.recipientDroneIds).toEqual([seat.drone_id, operator.drone.id]);
     } finally {
       await agent.close();

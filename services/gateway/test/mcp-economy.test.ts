@@ -16,11 +16,11 @@ describe("gateway: MCP token economy", () => {
   it("a host showing only content does the whole session in at most 7 calls and 10,000 characters of results", async () => {
     const report = await mcpEconomy(system.url, OPERATOR_TOKEN);
     expect(report.compact).toBe(true);
-    const total = (key: "calls" | "content" | "structured" | "pushes") =>
+    const total = (key: "calls" | "content" | "structured" | "pushes" | "payload") =>
       report.steps.reduce((n, step) => n + step[key], 0);
     expect(total("calls")).toBeLessThanOrEqual(7);
     expect(total("content") + total("structured")).toBeLessThanOrEqual(10_000);
-    expect(report.toolsList).toBeLessThanOrEqual(10_000);
+    expect(report.toolsList).toBeLessThanOrEqual(9_000);
     // The catch-up is one call and carries everything: a summary first, then all 51 items.
     const catchUp = report.steps.at(-1)!;
     expect(catchUp.calls).toBe(1);
@@ -36,5 +36,23 @@ describe("gateway: MCP token economy", () => {
     expect(lines.filter((line) => /^#\d+ ack by \S+: on it: reviewing/.test(line))).toHaveLength(1);
     // Nothing of the agent's own is pushed back to it: the post step received no push.
     expect(report.steps.find((s) => s.name === "post")!.pushes).toBe(0);
+  }, 120_000);
+
+  it("on 2026-07-28 the same session takes at most 6 calls and 7,000 characters, with nothing to re-attach", async () => {
+    const report = await mcpEconomy(system.url, OPERATOR_TOKEN, "2026-07-28");
+    const total = (key: "calls" | "content" | "structured" | "pushes" | "payload") =>
+      report.steps.reduce((n, step) => n + step[key], 0);
+    expect(total("calls")).toBeLessThanOrEqual(6);
+    expect(report.steps.find((s) => s.name === "re-attach after the absence")!.calls).toBe(0);
+    expect(total("content") + total("structured")).toBeLessThanOrEqual(7_000);
+    expect(report.toolsList).toBeLessThanOrEqual(9_000);
+    // The two waiting messages were pushed on the listen stream, each as its line and cursor: at most
+    // 150 characters an item besides the protocol's frame (the uri and the subscription id, ~80).
+    expect(report.pushedItems).toBeGreaterThanOrEqual(2);
+    expect(total("payload") / report.pushedItems).toBeLessThanOrEqual(150);
+    expect(total("pushes") / report.pushedItems).toBeLessThanOrEqual(240);
+    const lines = report.catchUp.split("\n");
+    expect(lines[0]).toBe("51 unread: 2 direct to you");
+    expect(lines).toHaveLength(52);
   }, 120_000);
 });

@@ -73,10 +73,10 @@ describe("MCP compact format", () => {
       "#5 ping by unimatrix: still there?",
     ]);
     expect(rendered.map((r) => r.data)).toEqual([
-      { n: 1, id: "00000000-0000-4000-8000-000000000001" },
-      { n: 2, id: "00000000-0000-4000-8000-000000000002" },
-      { n: 3, id: "00000000-0000-4000-8000-000000000003" },
-      { n: 4, notice: "claim", id: "00000000-0000-4000-8000-000000000001" },
+      { n: 1 },
+      { n: 2 },
+      { n: 3 },
+      { n: 4, notice: "claim" },
       { n: 5, notice: "ping" },
     ]);
     expect(summaryLine(rendered, false, { decisions: 2 })).toBe(

@@ -19,6 +19,7 @@ import {
 } from "./grpc";
 import { GatewayRouter } from "./http";
 import { McpAgent } from "./mcp";
+import { StatelessAgent } from "./mcp-stateless";
 import { poll } from "./processes";
 import { StreamRecord } from "./streams";
 import { readLog, replayTransitions } from "./truth";
@@ -45,6 +46,8 @@ export class Scenario {
   readonly presenceStart = new Map<StreamRecord, string>();
   readonly links = new Map<string, LinkStats>();
   readonly agents: McpAgent[] = [];
+  /** The MCP 2026-07-28 agent: listens through gateway A (then wherever its router goes), posts through B. */
+  readonly stateless: StatelessAgent[] = [];
   readonly sse: { close(): void; gaveUp(): boolean; record: StreamRecord }[] = [];
   genesis = "";
   readonly #streams = new AbortController();
@@ -160,14 +163,31 @@ export class Scenario {
       this.agents.push(agent);
       this.activity.push(agent.record);
     }
+    // MCP 2026-07-28: no session; the seat travels with the agent. It listens from genesis (its cursor).
+    const listenRouter = this.#router("mcp-2026 listen", 0);
+    const postRouter = this.#router("mcp-2026 post", 1);
+    postRouter.pin(1);
+    const stateless = await StatelessAgent.open(
+      listenRouter,
+      postRouter,
+      this.#token("mcpA"),
+      fleet.ledger,
+      "mcp-2026 listen (A, then B)",
+      this.genesis,
+    );
+    await stateless.attach(world.cubeId, world.roleId);
+    this.stateless.push(stateless);
+    this.activity.push(stateless.record);
+    this.#followers.push(stateless.listenLoop(signal));
     // The push follows from the head at seat_attach: a probe every stream must see proves each is live.
     const probe = await this.#activity.appendEntry(
       { cubeId: world.cubeId, message: "probe", visibility: Visibility.BROADCAST },
       bearer(this.#token("grpcWriter"), { deadline: 10_000 }),
     );
     const probeId = probe.entry!.id;
+    const probeCursor = probe.entry!.cursor;
     await poll(
-      () => this.activity.every((r) => r.keys().includes(probeId)),
+      () => this.activity.every((r) => r.keys().includes(r.keyedByCursor ? probeCursor : probeId)),
       "every activity stream (gRPC, SSE, MCP push) to deliver the probe entry",
       30_000,
     );
@@ -224,6 +244,7 @@ export class Scenario {
         100,
       ),
       ...this.agents.map((agent) => agent.postLoop(this.acked, signal, 150)),
+      ...this.stateless.map((agent) => agent.postLoop(this.acked, signal, 150)),
     );
     for (const machine of world.machines) {
       const stats: LinkStats = { links: 0, unlinks: 0, broken: 0 };
@@ -264,18 +285,21 @@ export class Scenario {
     const entries = await readLog(this.#activity, this.#token("grpcReader"), world.cubeId, this.genesis);
     const log = entries.map((e) => e.id);
     const authors = new Map(entries.map((e) => [e.id, e.authorDroneId]));
+    const cursors = new Map(entries.map((e) => [e.id, e.cursor]));
     // Each stream's last entry (an MCP session is not sent its own drone's posts).
     const lastFor = (r: StreamRecord) => log.filter((id) => !r.ownDroneId || authors.get(id) !== r.ownDroneId).at(-1);
     await poll(
       () =>
         this.activity.every((r) => {
           const last = lastFor(r);
-          return last === undefined || r.keys().includes(last);
+          return last === undefined || r.keys().includes(r.keyedByCursor ? cursors.get(last)! : last);
         }),
       "every activity stream to deliver the last entry of the log",
       timeoutMs,
       200,
     ).catch(() => {});
+    const ids = new Map(entries.map((e) => [e.cursor, e.id]));
+    for (const record of this.activity) record.rekey(ids);
     await poll(
       async () => {
         const { machines } = await this.#machines.listMachines({}, bearer(world.userToken, { deadline: 5_000 }));
@@ -310,7 +334,7 @@ export class Scenario {
     this.#load.abort();
     this.#streams.abort();
     for (const source of this.sse) source.close();
-    await Promise.all(this.agents.map((a) => a.close()));
+    await Promise.all([...this.agents, ...this.stateless].map((a) => a.close()));
     await Promise.allSettled(this.#followers);
     this.#activity.close();
     this.#machines.close();

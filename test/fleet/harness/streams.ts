@@ -24,6 +24,8 @@ export class StreamRecord {
   goingAway = 0;
   /** The drone whose own posts this stream is not sent (an MCP session's seat). */
   ownDroneId: string | undefined;
+  /** Deliveries are keyed by their cube cursor until `rekey` maps them to entry ids (an MCP 2026 listen). */
+  keyedByCursor = false;
 
   constructor(
     /** e.g. `sse cube #1 (gateway-A)`. */
@@ -41,6 +43,14 @@ export class StreamRecord {
   deliver(key: string, cursor: string): void {
     this.delivered.push({ key, cursor, at: Date.now() });
     this.cursor = cursor;
+  }
+
+  /** Maps cursor keys to entry ids (`ids`: cursor → id); a cursor it does not know stays (and shows as unexpected). */
+  rekey(ids: ReadonlyMap<string, string>): void {
+    if (!this.keyedByCursor) return;
+    const mapped = this.delivered.map((d) => ({ ...d, key: ids.get(d.key) ?? d.key }));
+    this.delivered.splice(0, this.delivered.length, ...mapped);
+    this.keyedByCursor = false;
   }
 
   /** The delivered keys in order. */

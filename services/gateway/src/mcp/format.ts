@@ -26,10 +26,12 @@ export interface Rendered {
   readonly tally?: "direct" | "claim" | "ping" | "reply" | "question" | "stale";
 }
 
-/** The structured handle of an item: `n` its position; `id` the entry (for a notification, the entry it is about). */
+/**
+ * The structured handle of an item: `n` its position, which every tool taking an entry accepts
+ * (`#n`); no entry id (the line names one where a next call needs it).
+ */
 export interface ItemData {
   n: number;
-  id?: string;
   /** For a notification: its kind (`ack`, `claim`, `release`, `ping`, `reply`, `stale`, `takeover`, `nudge`). */
   notice?: string;
 }
@@ -125,7 +127,7 @@ export function renderEntry(entry: Entry, viewer: Viewer, positions?: ReadonlyMa
   const line = `#${n} ${from} → ${to}${kind}${reply}${state}: ${message}${claimNote(entry.claim, viewer)}${acks}`;
   const toMe = direct && viewer.droneId !== undefined && entry.recipientDroneIds.includes(viewer.droneId);
   const tally = entry.question ? "question" : toMe ? "direct" : entry.replyToEntryId && !mine ? "reply" : undefined;
-  return { line, data: { n, id: entry.id }, ...(tally ? { tally } : {}) };
+  return { line, data: { n }, ...(tally ? { tally } : {}) };
 }
 
 const QUIET_KINDS = new Set([NotificationKind.ACK, NotificationKind.HEARTBEAT_PING, NotificationKind.UNREAD_NUDGE]);
@@ -159,7 +161,7 @@ function renderNotification(
           : undefined;
   return {
     line,
-    data: { n, notice, ...(notification.entryId ? { id: notification.entryId } : {}) },
+    data: { n, notice },
     ...(tally ? { tally } : {}),
   };
 }

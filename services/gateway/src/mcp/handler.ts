@@ -9,6 +9,8 @@ import { chargeAddress } from "../forward";
 import { wwwAuthenticate } from "../protected-resource";
 import type { RateLimiter } from "../rate-limit";
 import { answerOf, statusRow, TOO_LARGE_HTTP } from "../status-table";
+import { serveInboxListen } from "./listen";
+import { SERVER_INFO, statelessMcp } from "./modern";
 import { type PushDeps, servePush } from "./push";
 import { openPushSlots, type PushCaps } from "./push-slots";
 import { McpSession } from "./session";
@@ -25,9 +27,6 @@ export interface McpDeps extends PushDeps, PushCaps {
   /** Origins allowed to use `/mcp` from a browser (`*` = any); a request without Origin is allowed. */
   readonly allowedOrigins: readonly string[];
 }
-
-/** The version the gateway reports to MCP clients. */
-const SERVER_INFO = { name: "unimatrix", version: "0.1.0" };
 
 /** JSON-RPC's own code for a body that is not JSON. */
 const PARSE_ERROR = -32700;
@@ -54,6 +53,14 @@ async function readJson(request: IncomingMessage, limit: number): Promise<unknow
   return JSON.parse(Buffer.concat(chunks).toString("utf8"));
 }
 
+/** A page served from this machine (a rebinding page's Origin is the attacker's name, never one of these). */
+const LOOPBACK_ORIGIN = /^https?:\/\/(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d{1,5})?$/;
+
+/** True when a browser of `origin` may use `/mcp`: a loopback origin, or one on the allow-list (`*`: any). */
+function originAllowed(origin: string, allowed: readonly string[]): boolean {
+  return LOOPBACK_ORIGIN.test(origin) || allowed.includes("*") || allowed.includes(origin);
+}
+
 /** True for a JSON-RPC tools/call request, or a batch of nothing else. */
 function onlyToolCalls(body: unknown): boolean {
   const messages = Array.isArray(body) ? body : [body];
@@ -64,7 +71,9 @@ function onlyToolCalls(body: unknown): boolean {
 }
 
 /**
- * MCP over streamable HTTP at `/mcp`, served by any replica for any session: the session lives in
+ * MCP over streamable HTTP at `/mcp`: revision 2026-07-28 (stateless, see `modern.ts`) for requests
+ * that carry its `_meta` envelope, 2025-11-25 for the rest. A 2025-11-25 session is served by any
+ * replica: it lives in
  * the fleet's session store and each request gets an MCP server of its own built from it (the SDK's
  * stateless transport; the session id and its checks are the gateway's). Every request carries
  * the bearer token; a session belongs to the credential that opened it and answers 404 to any other.
@@ -72,6 +81,7 @@ function onlyToolCalls(body: unknown): boolean {
  */
 export function mcpHandler(deps: McpDeps) {
   const pushes = new Set<ServerResponse>();
+  const stateless = statelessMcp(deps);
 
   const serve = async (
     request: IncomingMessage,
@@ -80,7 +90,9 @@ export function mcpHandler(deps: McpDeps) {
     record: SessionRecord,
     body: unknown,
   ) => {
-    const session = new McpSession(deps, id, record, request.headers.authorization ?? "");
+    const session = new McpSession(deps, record, request.headers.authorization ?? "", (patch) =>
+      deps.sessions.update(id, patch),
+    );
     const server = new McpServer(SERVER_INFO, { capabilities: { logging: {} }, instructions: INSTRUCTIONS });
     registerTools(server, session);
     serveToolList(server);
@@ -109,7 +121,7 @@ export function mcpHandler(deps: McpDeps) {
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     // DNS-rebinding protection (MCP spec): a browser's Origin must be on the allow-list.
     const origin = request.headers.origin;
-    if (origin !== undefined && !deps.allowedOrigins.includes("*") && !deps.allowedOrigins.includes(origin)) {
+    if (origin !== undefined && !originAllowed(origin, deps.allowedOrigins)) {
       return refuse(response, status.PERMISSION_DENIED, `origin ${origin} is not allowed`);
     }
     const sessionId = request.headers["mcp-session-id"];
@@ -148,6 +160,10 @@ export function mcpHandler(deps: McpDeps) {
         return jsonError(response, http, PARSE_ERROR, (error as Error).message);
       }
     }
+    // 2026-07-28 (a request with the `_meta` envelope): no session, served by the SDK's per-request entry.
+    const route = revokedSession ? "legacy" : stateless.route(request, body);
+    if (route === "sdk") return stateless.serve(request, response, body);
+    if (route !== "legacy") return serveInboxListen(deps, request, response, route.listen, credentialKey);
     if (revokedSession && !onlyToolCalls(body)) {
       response.setHeader("www-authenticate", wwwAuthenticate(deps.auth.resource, "mcp", "invalid_token"));
       return refuse(
@@ -215,6 +231,7 @@ export function mcpHandler(deps: McpDeps) {
     /** Ends this replica's push streams (gateway shutdown); the sessions live on in the fleet. */
     async close(): Promise<void> {
       for (const response of [...pushes]) response.end();
+      await stateless.close();
     },
   };
 }

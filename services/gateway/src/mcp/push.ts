@@ -40,6 +40,9 @@ const LEVELS: readonly LoggingLevel[] = [
 const allowed = (level: LoggingLevel, record: SessionRecord) =>
   LEVELS.indexOf(level) >= LEVELS.indexOf(record.logLevel ?? "debug");
 
+/** The `retry` the push stream announces: a dropped stream is reopened after a second. */
+const RECONNECT_MS = 1000;
+
 const sameSeat = (a: SeatRecord | undefined, b: SeatRecord | undefined) =>
   a?.cubeId === b?.cubeId && a?.droneId === b?.droneId && a?.token === b?.token;
 
@@ -84,10 +87,11 @@ export async function servePush(
     "x-accel-buffering": "no",
     "mcp-session-id": id,
   });
-  response.flushHeaders();
   const write = (text: string) => {
     if (!closed.signal.aborted) response.write(text);
   };
+  // How long a client waits before reopening a dropped stream (with Last-Event-ID).
+  write(`retry: ${RECONNECT_MS}\n\n`);
   const send = (level: LoggingLevel, data: unknown, eventId?: string) => {
     if (!allowed(level, current)) return;
     write(

@@ -1,9 +1,10 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock } from "@unimatrix/service-kit/clock";
 import { SharedValues } from "../fleet/kv";
 import { LeaseTable } from "../fleet/leases";
 import type { SharedStore } from "../fleet/shared";
+import { Sealer } from "./sealer";
 
 /** The seat a session acts as after `seat_attach`. */
 export interface SeatRecord {
@@ -37,7 +38,7 @@ type Stored = Omit<SessionRecord, "seat"> & { seat?: Omit<SeatRecord, "token"> &
 export class McpSessionStore {
   readonly #values: SharedValues;
   readonly #leases: LeaseTable;
-  readonly #key: Buffer;
+  readonly #sealer: Sealer;
   readonly #store: SharedStore;
 
   constructor(
@@ -51,7 +52,7 @@ export class McpSessionStore {
     this.#values = new SharedValues(store, "mcp:session", clock);
     this.#leases = new LeaseTable(store, "mcp:held", clock);
 
-    this.#key = createHash("sha256").update(`unimatrix mcp session seal\0${internalKey}`).digest();
+    this.#sealer = new Sealer(internalKey, "unimatrix mcp session seal");
   }
 
   /** True while Redis is unreachable: a session missing here may live on in the fleet. */
@@ -109,16 +110,10 @@ export class McpSessionStore {
   }
 
   #seal(token: string): string {
-    const iv = randomBytes(12);
-    const cipher = createCipheriv("aes-256-gcm", this.#key, iv);
-    const body = Buffer.concat([cipher.update(token, "utf8"), cipher.final()]);
-    return Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64url");
+    return this.#sealer.seal(token);
   }
 
   #unseal(sealed: string): string {
-    const raw = Buffer.from(sealed, "base64url");
-    const decipher = createDecipheriv("aes-256-gcm", this.#key, raw.subarray(0, 12));
-    decipher.setAuthTag(raw.subarray(12, 28));
-    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8");
+    return this.#sealer.unseal(sealed);
   }
 }

@@ -39,11 +39,15 @@ export interface McpSessionDeps {
 /** What a `log_wait` reports while it waits (a metric, and what tests wait on to prove it kept waiting). */
 export type WaitEvent = "listening" | "passed" | "woken";
 
+/** Keeps a change to the session's state: in the fleet's session store (2025-11-25), or nowhere (2026-07-28). */
+export type SaveSession = (patch: Partial<Omit<SessionRecord, "credentialKey">>) => Promise<SessionRecord | undefined>;
+
 /**
- * One MCP session as one request sees it: the bearer of this request (its digest is the
- * session's credential key) and, after `seat_attach`, the drone it acts as. The state lives in
- * the fleet's session store, so any replica builds this for any request; no tool input can name
- * the drone.
+ * What tools act through for one request: the bearer of this request (its digest is the
+ * credential key) and, once a seat is named, the drone it acts as. On 2025-11-25 the state is an
+ * MCP session in the fleet's session store (any replica builds this for any request); on
+ * 2026-07-28 there is no session: the seat is the drone session token the agent holds (see
+ * `modern.ts`) and nothing outlives the request.
  */
 export class McpSession {
   readonly upstreams: Upstreams;
@@ -51,11 +55,10 @@ export class McpSession {
 
   constructor(
     readonly deps: McpSessionDeps,
-    /** The session id (`Mcp-Session-Id`). */
-    readonly id: string,
     record: SessionRecord,
     /** The `Authorization` header of the request being served. */
     private readonly authorization: string,
+    readonly save: SaveSession,
   ) {
     this.upstreams = deps.upstreams;
     this.#record = record;
@@ -84,6 +87,19 @@ export class McpSession {
   async asActorFor(ms: number, signal?: AbortSignal) {
     const options = await this.asActor(signal);
     return { ...options, deadline: ms };
+  }
+
+  /**
+   * Acts as the drone whose session token `token` is (2026-07-28's `seat` input) for the rest of
+   * this request: the token is checked like any credential (a revoked one answers UNAUTHENTICATED).
+   */
+  async useSeat(token: string): Promise<void> {
+    const { principal } = await this.deps.auth.authenticate(`Bearer ${token}`);
+    if (principal.kind !== "drone-session") {
+      throw new InvalidArgumentError("seat", "is not a session_token from seat_attach");
+    }
+    const seat = { cubeId: principal.cubeId, roleId: "", droneId: principal.droneId, token };
+    this.#record = { ...this.#record, seat };
   }
 
   /** The seat, or FAILED_PRECONDITION saying to attach one (a tool without a `cube_id` input). */
@@ -115,7 +131,7 @@ export class McpSession {
       if (!hasMore || items.length >= want) break;
     }
     if (cursor && cursor !== this.#record.inbox) {
-      this.#record = (await this.deps.sessions.update(this.id, { inbox: cursor })) ?? this.#record;
+      this.#record = (await this.save({ inbox: cursor })) ?? this.#record;
     }
     return { items, cursor, hasMore };
   }
@@ -187,7 +203,7 @@ export class McpSession {
     const same = current?.cubeId === cubeId && current.droneId === seat.droneId;
     const cursor = same ? this.#record.cursor : reply.headCursor || undefined;
     const inbox = same ? this.#record.inbox : undefined;
-    this.#record = (await this.deps.sessions.update(this.id, { seat, cursor, inbox })) ?? this.#record;
+    this.#record = (await this.save({ seat, cursor, inbox })) ?? this.#record;
     return reply;
   }
 
@@ -205,7 +221,7 @@ export class McpSession {
 
   /** Sets the level below which push notifications are not sent (fleet-wide). */
   async setLogLevel(level: LoggingLevel): Promise<void> {
-    this.#record = (await this.deps.sessions.update(this.id, { logLevel: level })) ?? this.#record;
+    this.#record = (await this.save({ logLevel: level })) ?? this.#record;
   }
 
   #options(principal: EdgeCaller["principal"], signal?: AbortSignal) {

@@ -1,5 +1,9 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ListToolsRequestSchema, type ListToolsResult } from "@modelcontextprotocol/sdk/types.js";
+import type { McpServer as StatelessServer } from "@modelcontextprotocol/server";
+import { AttachSeatRequestSchema } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
+import { z } from "zod";
+import { contractString } from "../contract-schema";
 import type { McpSession } from "../session";
 import { cubeGet } from "./cube-get";
 import { cubeList } from "./cube-list";
@@ -26,6 +30,15 @@ export const INSTRUCTIONS = [
   "1. seat_attach {cube_id} takes a seat (a drone) and shows the directive; keep its session_token to resume the seat later.",
   "2. log_read returns what reached you since you last read (one line per entry: #position author → audience: message).",
   "3. log_wait blocks until something new arrives (use it when you have nothing to do; new activity is also pushed as log notifications).",
+  "4. log_post says something (to all, or to drones by label); log_ack / log_claim take an entry as #position or id.",
+].join("\n");
+
+/** What a 2026-07-28 host is told: the same, with the seat passed along instead of held by a session. */
+export const INSTRUCTIONS_STATELESS = [
+  "Unimatrix: a team of agents working in a cube, talking through its activity log.",
+  "1. seat_attach {cube_id} takes a seat (a drone) and shows the directive; pass its session_token as `seat` on every later call (it is your seat on any gateway, any time: no need to attach again).",
+  "2. log_read returns what reached you since you last read (one line per entry: #position author → audience: message).",
+  "3. log_wait blocks until something new arrives (use it when you have nothing to do); or listen to unimatrix://inbox?seat=<session_token>[&after=<cursor>].",
   "4. log_post says something (to all, or to drones by label); log_ack / log_claim take an entry as #position or id.",
 ].join("\n");
 
@@ -78,5 +91,48 @@ export function serveToolList(server: McpServer): void {
   server.server.setRequestHandler(ListToolsRequestSchema, () => {
     list ??= toolList(TOOLS);
     return list;
+  });
+}
+
+/** Tools that act as no drone (they name what they read, or take the seat): no `seat` input. */
+const SEATLESS = new Set(["cube_list", "seat_attach", "machines_list", "device_placement_get"]);
+
+/** The seat on 2026-07-28, where no session holds it: the `session_token` seat_attach gave. */
+const seatInput = contractString(AttachSeatRequestSchema, "session_token").optional();
+
+/** The tools as 2026-07-28 shows them: every tool that acts as the drone takes the seat as an input. */
+const STATELESS_TOOLS: readonly McpTool[] = TOOLS.map((tool) =>
+  SEATLESS.has(tool.name) ? tool : { ...tool, input: { ...tool.input, seat: seatInput } },
+);
+
+let statelessList: ListToolsResult | undefined;
+
+/**
+ * Registers the tools on a 2026-07-28 server (SDK v2) built for one request, with the lean
+ * `tools/list` (the same order every time, so a host's prompt cache hits). A `seat` input names the
+ * drone the call acts as; without one the call acts as the bearer (a drone session token as
+ * bearer is its own seat).
+ */
+export function registerStatelessTools(server: StatelessServer, session: McpSession): void {
+  for (const tool of STATELESS_TOOLS) {
+    server.registerTool(
+      tool.name,
+      {
+        title: tool.title,
+        description: tool.description,
+        inputSchema: z.object(tool.input),
+        outputSchema: z.object(tool.output),
+        annotations: tool.annotations,
+      },
+      (async ({ seat, ...input }: Record<string, unknown>, ctx: { mcpReq: { signal: AbortSignal } }) =>
+        session.guard(async () => {
+          if (typeof seat === "string") await session.useSeat(seat);
+          return tool.run(session, input as never, ctx.mcpReq.signal);
+        }, tool.name)) as never,
+    );
+  }
+  server.server.setRequestHandler("tools/list", () => {
+    statelessList ??= toolList(STATELESS_TOOLS);
+    return statelessList as never;
   });
 }

@@ -35,7 +35,7 @@ export const ENTRY_REF = /^(#?[0-9]{1,15}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0
 /** An entry reference input. */
 export const entryRef = z.string().regex(ENTRY_REF).describe("#position or id");
 /** The structured items of a read or a wait. */
-export const items = z.array(z.object({ n: z.number(), id: z.string().optional(), notice: z.string().optional() }));
+export const items = z.array(z.object({ n: z.number(), notice: z.string().optional() }));
 
 /** A tool that only reads. */
 export const READ: ToolAnnotations = {

@@ -1,0 +1,95 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { toNodeHandler } from "@modelcontextprotocol/node";
+import { classifyInboundRequest, createMcpHandler, type JSONRPCRequest, McpServer } from "@modelcontextprotocol/server";
+import { inboxSubscription } from "./listen";
+import { McpSession, type McpSessionDeps } from "./session";
+import type { SeatRecord } from "./session-store";
+import { INSTRUCTIONS_STATELESS, registerStatelessTools } from "./tools";
+
+/** The name and version the gateway reports to MCP clients. */
+export const SERVER_INFO = { name: "unimatrix", version: "0.1.0" };
+
+/** What the 2026-07-28 leg needs. */
+export interface StatelessDeps extends McpSessionDeps {
+  readonly maxBodyBytes: number;
+}
+
+/** How long a host may keep `tools/list` and `server/discover` (the same for every caller). */
+const LIST_TTL_MS = 60 * 60 * 1000;
+
+/** The seat a bearer is by itself: a drone session token as bearer acts as its drone. */
+async function bearerSeat(deps: McpSessionDeps, authorization: string): Promise<SeatRecord | undefined> {
+  const { principal } = await deps.auth.authenticate(authorization);
+  if (principal.kind !== "drone-session") return undefined;
+  const token = authorization.replace(/^Bearer\s+/i, "");
+  return { cubeId: principal.cubeId, roleId: "", droneId: principal.droneId, token };
+}
+
+/**
+ * MCP revision 2026-07-28 on `/mcp`, served by the SDK's per-request entry: no `initialize`, no
+ * session; `server/discover`, the `_meta` envelope, `Mcp-Method`/`Mcp-Name` checks and cache hints
+ * are the SDK's. Each request gets a server of its own, acting as its bearer; the seat travels
+ * with the agent (its session token as the `seat` input, or as the bearer), so any replica serves
+ * any call and a returning agent attaches nothing. Authentication, the rate limit and the Origin
+ * check happen before (the `/mcp` door in `handler.ts`).
+ */
+export function statelessMcp(deps: StatelessDeps) {
+  const entry = createMcpHandler(
+    async ({ requestInfo }) => {
+      const authorization = requestInfo?.headers.get("authorization") ?? "";
+      const credentialKey = deps.auth.credentialKeyOf(authorization) ?? "";
+      const seat = await bearerSeat(deps, authorization);
+      const session = new McpSession(deps, { credentialKey, seat }, authorization, async () => undefined);
+      const server = new McpServer(SERVER_INFO, {
+        capabilities: { tools: {} },
+        instructions: INSTRUCTIONS_STATELESS,
+        cacheHints: {
+          "tools/list": { ttlMs: LIST_TTL_MS, cacheScope: "public" },
+          "server/discover": { ttlMs: LIST_TTL_MS, cacheScope: "public" },
+        },
+      });
+      registerStatelessTools(server, session);
+      return server;
+    },
+    {
+      legacy: "reject",
+      maxRequestBodySize: deps.maxBodyBytes,
+      onerror: (error) => deps.logger.debug({ err: error }, "mcp 2026-07-28 request refused"),
+    },
+  );
+  const serve = toNodeHandler(entry, { maxRequestBodySize: deps.maxBodyBytes });
+  return {
+    /**
+     * Who serves the request, as the SDK's own classifier decides the era: `legacy` (2025-11-25:
+     * no `_meta` envelope, GET, DELETE), a `subscriptions/listen` on the seat's inbox (served by
+     * `serveInboxListen`), or the SDK's 2026-07-28 entry (which also answers every rejection).
+     */
+    route(request: IncomingMessage, body: unknown): "legacy" | "sdk" | { readonly listen: JSONRPCRequest } {
+      const header = (name: string) => {
+        const value = request.headers[name];
+        return typeof value === "string" ? value : undefined;
+      };
+      const outcome = classifyInboundRequest({
+        httpMethod: request.method ?? "GET",
+        protocolVersionHeader: header("mcp-protocol-version"),
+        mcpMethodHeader: header("mcp-method"),
+        mcpNameHeader: header("mcp-name"),
+        body,
+      });
+      if (outcome.kind === "legacy") return "legacy";
+      if (
+        outcome.kind === "modern" &&
+        outcome.messageKind === "request" &&
+        outcome.message.method === "subscriptions/listen" &&
+        inboxSubscription(outcome.message) !== undefined
+      ) {
+        return { listen: outcome.message };
+      }
+      return "sdk";
+    },
+    serve(request: IncomingMessage, response: ServerResponse, body: unknown): Promise<void> {
+      return serve(request, response, body);
+    },
+    close: () => entry.close(),
+  };
+}

@@ -1,0 +1,217 @@
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { eventually } from "@unimatrix/service-kit/testing";
+import { addGateway, call, type System, seedTenant, startSystem } from "./system";
+
+type Result = {
+  isError?: boolean;
+  structuredContent?: Record<string, unknown>;
+  content: { type: string; text: string }[];
+};
+
+/** An agent on the stock SDK v2 client, pinned to revision 2026-07-28 (no initialize, no session). */
+async function statelessAgent(url: string, bearer: string) {
+  const client = new Client(
+    { name: "stateless-agent", version: "1.0.0" },
+    { versionNegotiation: { mode: { pin: "2026-07-28" } } },
+  );
+  const sessionIds: (string | null)[] = [];
+  const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+    requestInit: { headers: { authorization: `Bearer ${bearer}` } },
+    fetch: async (input: string | URL | Request, init?: RequestInit) => {
+      const answer = await fetch(input, init);
+      sessionIds.push(answer.headers.get("mcp-session-id"));
+      return answer;
+    },
+  });
+  await client.connect(transport);
+  const tool = async (name: string, args: Record<string, unknown> = {}) =>
+    (await client.callTool({ name, arguments: args })) as Result;
+  return { client, tool, sessionIds, close: () => client.close() };
+}
+
+/** A counter's value on a metrics page (0 when absent). */
+async function counter(metricsUrl: string, line: string): Promise<number> {
+  const text = await (await fetch(metricsUrl)).text();
+  const found = text.split("\n").find((l) => l.startsWith(`${line} `));
+  return found ? Number(found.split(" ")[1]) : 0;
+}
+
+describe("gateway: MCP 2026-07-28, stateless, the seat held by the agent", () => {
+  let system: System;
+  let acme: Awaited<ReturnType<typeof seedTenant>>;
+  let other: Awaited<ReturnType<typeof addGateway>>;
+
+  beforeAll(async () => {
+    system = await startSystem("gw_mcp_stateless");
+    acme = await seedTenant(system, "acme", 2);
+    other = await addGateway(system);
+  }, 120_000);
+  afterAll(async () => {
+    await other.stop();
+    await system.stop();
+  });
+
+  it("attaches on one gateway and acts as that seat on another, with no session anywhere", async () => {
+    const opened = 'unimatrix_gateway_mcp_sessions_total{event="opened"}';
+    const before = [await counter(system.metricsUrl, opened), await counter(other.metricsUrl, opened)];
+    const a = await statelessAgent(system.url, acme.clients[0]!.token);
+    const b = await statelessAgent(other.url, acme.clients[1]!.token);
+    try {
+      expect(a.client.getNegotiatedProtocolVersion()).toBe("2026-07-28");
+      const seatA = await a.tool("seat_attach", { cube_id: acme.cubeId });
+      const seatB = await b.tool("seat_attach", { cube_id: acme.cubeId });
+      const tokenA = seatA.structuredContent?.session_token as string;
+      const tokenB = seatB.structuredContent?.session_token as string;
+      expect(tokenA).toMatch(/^umx_/);
+      expect(seatB.structuredContent?.label).not.toBe(seatA.structuredContent?.label);
+
+      // A posts through the other gateway, naming its seat: no re-attach.
+      const posted = await (await statelessAgent(other.url, acme.clients[0]!.token)).tool("log_post", {
+        seat: tokenA,
+        message: "built on B, said as A's seat",
+        recipients: [seatB.structuredContent?.label as string],
+      });
+      expect(posted.isError).toBeFalsy();
+
+      // B reads on gateway A with its seat: the direct is there, from A's drone, once.
+      const read = await (await statelessAgent(system.url, acme.clients[1]!.token)).tool("log_read", {
+        seat: tokenB,
+      });
+      const text = read.content[0]!.text;
+      expect(text).toContain(`#1 ${seatA.structuredContent?.label} → you: built on B`);
+      expect(text.split("built on B, said as A's seat").length - 1).toBe(1);
+
+      // Read again: nothing new (the drone's inbox moved on in cube, not in a session).
+      const again = await b.tool("log_read", { seat: tokenB });
+      expect(again.content[0]!.text).not.toContain("built on B");
+
+      // No MCP session was opened on either gateway, and no answer carried a session id.
+      expect(await counter(system.metricsUrl, opened)).toBe(before[0]);
+      expect(await counter(other.metricsUrl, opened)).toBe(before[1]);
+      expect([...a.sessionIds, ...b.sessionIds].filter((id) => id !== null)).toEqual([]);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it("takes the drone session token as bearer for its own seat", async () => {
+    const attach = await statelessAgent(system.url, acme.clients[0]!.token);
+    const seat = await attach.tool("seat_attach", { cube_id: acme.cubeId });
+    const token = seat.structuredContent?.session_token as string;
+    const asDrone = await statelessAgent(other.url, token);
+    try {
+      const state = await asDrone.tool("log_post", { message: "said with the seat as bearer" });
+      expect(state.isError).toBeFalsy();
+      const read = await attach.tool("log_read", { seat: token, cursor: "" });
+      expect(read.content[0]!.text).toContain("you → all: said with the seat as bearer");
+    } finally {
+      await Promise.all([attach.close(), asDrone.close()]);
+    }
+  });
+
+  it("refuses a seat that is not a session token (naming the input), and an unknown one", async () => {
+    const agent = await statelessAgent(system.url, acme.clients[0]!.token);
+    try {
+      const wrong = await agent.tool("log_read", { seat: acme.clients[1]!.token });
+      expect(wrong.isError).toBe(true);
+      expect(wrong.content[0]!.text).toBe("INVALID_ARGUMENT: seat: is not a session_token from seat_attach");
+
+      const unknown = await agent.tool("log_read", { seat: "umx_drone_not-a-real-token" });
+      expect(unknown.isError).toBe(true);
+      expect(unknown.content[0]!.text).toMatch(/^UNAUTHENTICATED: /);
+
+      // Without a seat, a drone tool says to attach one.
+      const seatless = await agent.tool("log_read", {});
+      expect(seatless.content[0]!.text).toBe("FAILED_PRECONDITION: no seat yet: call seat_attach first");
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it("leaves 2025-11-25 its sessions: initialize opens one, and its push stream starts with a retry", async () => {
+    const headers = {
+      authorization: `Bearer ${acme.clients[0]!.token}`,
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+    };
+    const init = await fetch(`${system.url}/mcp`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "probe", version: "1" } },
+      }),
+    });
+    const sessionId = init.headers.get("mcp-session-id");
+    expect(sessionId).toMatch(/^[0-9a-f-]{36}$/);
+    await init.text();
+    const stop = new AbortController();
+    const stream = await fetch(`${system.url}/mcp`, {
+      headers: { ...headers, "mcp-session-id": sessionId! },
+      signal: stop.signal,
+    });
+    expect(stream.headers.get("content-type")).toBe("text/event-stream");
+    const first = await stream.body!.getReader().read();
+    expect(new TextDecoder().decode(first.value)).toBe("retry: 1000\n\n");
+    stop.abort();
+  });
+
+  it("listens on one gateway, that gateway goes away, and listens on another from its cursor: every entry once", async () => {
+    const doomed = await addGateway(system);
+    const writer = (
+      await call<{ sessionToken: string }>(
+        system,
+        "unimatrix.cube.v1.CubeService/AttachSeat",
+        { cubeId: acme.cubeId, roleId: acme.roleId, hostname: "writer" },
+        acme.clients[1]!.token,
+      )
+    ).sessionToken;
+    const post = (message: string) =>
+      call(
+        system,
+        "unimatrix.cube.v1.ActivityService/AppendEntry",
+        { cubeId: acme.cubeId, message, visibility: "VISIBILITY_BROADCAST" },
+        writer,
+      );
+    const attach = await statelessAgent(system.url, acme.clients[0]!.token);
+    const seat = (await attach.tool("seat_attach", { cube_id: acme.cubeId })).structuredContent
+      ?.session_token as string;
+    await attach.close();
+
+    const heard: { line: string; cursor: string }[] = [];
+    const listener = async (url: string, after?: string) => {
+      const agent = await statelessAgent(url, acme.clients[0]!.token);
+      agent.client.setNotificationHandler("notifications/resources/updated", (note) => {
+        const meta = note.params._meta as Record<string, string>;
+        expect(note.params.uri).toBe("unimatrix://inbox");
+        heard.push({ line: meta.line!, cursor: meta.cursor! });
+      });
+      const uri = `unimatrix://inbox?seat=${encodeURIComponent(seat)}${after ? `&after=${encodeURIComponent(after)}` : ""}`;
+      const subscription = await agent.client.listen({ resourceSubscriptions: [uri] });
+      expect(subscription.honoredFilter).toEqual({ resourceSubscriptions: ["unimatrix://inbox"] });
+      return { agent, subscription };
+    };
+
+    const first = await listener(doomed.url);
+    for (let i = 1; i <= 5; i++) await post(`listen ${i}`);
+    await eventually(() => heard.length === 5, "the first five on the doomed gateway");
+    await doomed.stop();
+    expect(await first.subscription.closed).not.toBe("local");
+    await first.agent.close();
+    for (let i = 6; i <= 10; i++) await post(`listen ${i}`);
+
+    const second = await listener(other.url, heard.at(-1)!.cursor);
+    for (let i = 11; i <= 15; i++) await post(`listen ${i}`);
+    await eventually(() => heard.length >= 15, "all fifteen after listening again elsewhere");
+    await second.subscription.close();
+    await second.agent.close();
+    // Each line is what log_read shows: `#<position> <writer's label> → all: listen <i>`, in order.
+    const writerLabel = heard[0]!.line.split(" ")[1]!;
+    expect(heard.map((h) => h.line.replace(/^#\d+ /, ""))).toEqual(
+      Array.from({ length: 15 }, (_, i) => `${writerLabel} → all: listen ${i + 1}`),
+    );
+    expect(new Set(heard.map((h) => h.cursor)).size).toBe(15);
+  });
+});
