@@ -1,8 +1,9 @@
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { parse, serialize } from "cookie";
+import { Sealer } from "./mcp/sealer";
 
-/** The console's session cookie: the provider's access token and the session's CSRF token, sealed. */
+/** The console's session cookie: the provider's access token and the session's CSRF token, sealed (encrypted). */
 const SESSION_COOKIE = "umx_session";
 /** The CSRF token the console script reads and sends back in `CSRF_HEADER` (double submit, sealed in the session). */
 const CSRF_COOKIE = "umx_csrf";
@@ -18,23 +19,19 @@ export interface ConsoleSession {
   readonly expiresAt: number;
 }
 
-/** `<base64url JSON>.<base64url HMAC-SHA256>` with the installation's internal key. */
-export function seal(value: unknown, key: string): string {
-  const body = Buffer.from(JSON.stringify(value)).toString("base64url");
-  return `${body}.${createHmac("sha256", key).update(body).digest("base64url")}`;
+/** What a sealed value is for: a session cannot be replayed as a sign-in attempt, nor the reverse. */
+type Purpose = "console-session" | "console-sign-in";
+
+/** A value sealed for the fleet (the gateway's `Sealer`: AES-256-GCM under a key derived from the internal key and `purpose`). */
+export function seal(value: unknown, key: string, purpose: Purpose): string {
+  return new Sealer(key, purpose).seal(JSON.stringify(value));
 }
 
-/** The value of a sealed string, or undefined when forged or malformed. */
-export function unseal<T>(sealed: string | undefined, key: string): T | undefined {
+/** The value of a sealed string, or undefined when forged, altered, sealed for another purpose or malformed. */
+export function unseal<T>(sealed: string | undefined, key: string, purpose: Purpose): T | undefined {
   if (!sealed) return undefined;
-  const dot = sealed.indexOf(".");
-  if (dot <= 0) return undefined;
-  const body = sealed.slice(0, dot);
-  const given = Buffer.from(sealed.slice(dot + 1), "base64url");
-  const expected = createHmac("sha256", key).update(body).digest();
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
   try {
-    return JSON.parse(Buffer.from(body, "base64url").toString("utf8")) as T;
+    return JSON.parse(new Sealer(key, purpose).unseal(sealed)) as T;
   } catch {
     return undefined;
   }
@@ -69,7 +66,7 @@ export function sessionCookies(accessToken: string, expiresAt: number, key: stri
   return [
     serialize(
       SESSION_COOKIE,
-      seal({ accessToken, csrf, expiresAt } satisfies ConsoleSession, key),
+      seal({ accessToken, csrf, expiresAt } satisfies ConsoleSession, key, "console-session"),
       attributes("/", ttl),
     ),
     serialize(CSRF_COOKIE, csrf, attributes("/", ttl, false)),
@@ -83,7 +80,7 @@ export function clearedSessionCookies(): string[] {
 
 /** The session a request carries, when sealed by this installation and unexpired. */
 export function sessionOf(request: IncomingMessage, key: string, now: number): ConsoleSession | undefined {
-  const session = unseal<ConsoleSession>(cookiesOf(request)[SESSION_COOKIE], key);
+  const session = unseal<ConsoleSession>(cookiesOf(request)[SESSION_COOKIE], key, "console-session");
   if (!session || typeof session.accessToken !== "string" || typeof session.csrf !== "string") return undefined;
   return session.expiresAt > now ? session : undefined;
 }

@@ -90,13 +90,15 @@ export function consoleSignIn(options: ConsoleSignInOptions | undefined) {
       code_challenge: await client.calculatePKCECodeChallenge(attempt.verifier),
       code_challenge_method: "S256",
     });
-    addCookies(response, [attemptCookie(seal(attempt, options!.internalKey), ATTEMPT_TTL_MS / 1000)]);
+    addCookies(response, [
+      attemptCookie(seal(attempt, options!.internalKey, "console-sign-in"), ATTEMPT_TTL_MS / 1000),
+    ]);
     response.writeHead(302, { location: url.href, "cache-control": "no-store" }).end();
   };
 
   const callback = async (request: IncomingMessage, response: ServerResponse) => {
     const now = options!.clock.now().getTime();
-    const attempt = unseal<Attempt>(cookiesOf(request)[ATTEMPT_COOKIE], options!.internalKey);
+    const attempt = unseal<Attempt>(cookiesOf(request)[ATTEMPT_COOKIE], options!.internalKey, "console-sign-in");
     addCookies(response, [attemptCookie("", 0)]);
     if (!attempt || attempt.expiresAt <= now) return page(response, 400, "This sign-in attempt expired. Start again.");
     const client = await openid();
