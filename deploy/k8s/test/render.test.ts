@@ -126,6 +126,11 @@ describe("rendering", () => {
       PRESENCE_CUBE_ADDRESS: "dns:///umx-unimatrix-cube-headless:7001",
       CUBE_PRESENCE_ADDRESS: "dns:///umx-unimatrix-presence-headless:7003",
       LOG_LEVEL: "info",
+      // The identity provider: off by default (Unimatrix tokens only).
+      OIDC_ISSUER: "",
+      OIDC_AUDIENCE: "",
+      OIDC_SCOPE: "unimatrix",
+      OIDC_JWKS_URL: "",
       UMX_BIND_HOST: "0.0.0.0",
       UMX_BUS_PREFIX: "umx",
       UMX_DATA_DIR: "./data",
@@ -174,6 +179,24 @@ describe("rendering", () => {
     expect(Object.keys(hook.stringData as Values)).toEqual(["DATABASE_URL"]);
     expect(hook.metadata.annotations?.["helm.sh/hook"]).toBe("pre-install,pre-upgrade");
     expect(find(manifests(minimal), "Secret", "umx-unimatrix").stringData).not.toHaveProperty("UMX_OPERATOR_TOKEN");
+  });
+
+  test("the console's OIDC client secret comes from the operator's Secret, to the gateway only", () => {
+    const docs = manifests(withValue(minimal, "oidc.clientSecret.existingSecret", "umx-oidc"));
+    const gateway = envOf(find(docs, "Deployment", "umx-unimatrix-gateway"));
+    expect(gateway.find((e) => e.name === "OIDC_CLIENT_SECRET")?.valueFrom).toEqual({
+      secretKeyRef: { name: "umx-oidc", key: "OIDC_CLIENT_SECRET" },
+    });
+    for (const name of ["cube", "device", "presence"]) {
+      expect(envOf(find(docs, "Deployment", `umx-unimatrix-${name}`)).map((e) => e.name)).not.toContain(
+        "OIDC_CLIENT_SECRET",
+      );
+    }
+    // Without one the gateway gets no such variable (a public client).
+    expect(envOf(find(manifests(minimal), "Deployment", "umx-unimatrix-gateway")).map((e) => e.name)).not.toContain(
+      "OIDC_CLIENT_SECRET",
+    );
+    expect(find(docs, "Secret", "umx-unimatrix").stringData).not.toHaveProperty("OIDC_CLIENT_SECRET");
   });
 
   test("with an existing Secret the chart creates none and reads the given keys from it", () => {

@@ -1,3 +1,4 @@
+import { accessTokenEnv } from "@unimatrix/service-kit/auth";
 import { envVar, millisSchema, portSchema, readConfig, registerEnv } from "@unimatrix/service-kit/config";
 import { isGrpcTarget } from "@unimatrix/service-kit/grpc";
 import { z } from "zod";
@@ -97,6 +98,31 @@ export const cubeEnv = registerEnv({
     "gRPC target of the presence service (host:port, dns:///presence-headless:7003 for round-robin over its pods, ipv4:a:port,b:port), asked as the caller whether an AttachSeat machine_id is a machine of the caller's tenant (NOT_FOUND otherwise; UNAVAILABLE while presence cannot answer). Unset: machine_id is taken unchecked (cube run on its own).",
     optionalTarget,
   ),
+  // The identity provider whose access tokens Authenticate and direct gRPC callers may present.
+  ...accessTokenEnv,
+  provisionTenant: envVar(
+    "OIDC_PROVISION_TENANT",
+    "Name of the tenant that people the identity provider signs in to the console become users of on their first sign-in, when linked to nothing yet. Empty: no provisioning (a user links them with LinkIdentity).",
+    z.string().max(200),
+    "",
+  ),
+  roleClaim: envVar(
+    "OIDC_ROLE_CLAIM",
+    "The access-token claim (a string or a list) whose values map a person to the user role at provisioning, e.g. groups or roles.",
+    z.string().min(1).max(100),
+    "groups",
+  ),
+  userGroups: envVar(
+    "OIDC_USER_GROUPS",
+    "Comma-separated values of OIDC_ROLE_CLAIM that give the user role (run the tenant) at provisioning. Empty: every person the provider signs in.",
+    z.string().transform((value) =>
+      value
+        .split(",")
+        .map((group) => group.trim())
+        .filter(Boolean),
+    ),
+    "",
+  ),
 });
 
 /** The cube service's own settings. */
@@ -106,6 +132,8 @@ export type CubeConfig = ReturnType<typeof readCubeConfig> & {
    * tests start presence after cube, on a port known only then).
    */
   readonly presenceAddressOf?: (() => string | undefined) | undefined;
+  /** Least time between two fetches of the identity provider's keys for an unknown key id (default 30 s; tests shorten it). */
+  readonly jwksCooldownMs?: number | undefined;
 };
 
 /** Reads the cube service's own variables from the environment. */

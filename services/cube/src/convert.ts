@@ -26,6 +26,7 @@ import {
   DronePosture,
   type DroneSchema,
   type EntrySchema,
+  type ExternalIdentitySchema,
   NotificationKind,
   type NotificationSchema,
   type ReceiptSchema,
@@ -61,6 +62,7 @@ import type {
   Tenant,
   User,
 } from "./store/rows";
+import type { ExternalIdentityRow } from "./tables/external-identities";
 import type { PendingNotice } from "./tables/notices";
 
 const ts = (date: Date) => timestampFromDate(date);
@@ -388,5 +390,17 @@ export function noticeToWire(notice: PendingNotice): MessageInitShape<typeof Not
     entryId: notice.entryId ?? "",
     text: noticeText(notice),
     createdAt: ts(notice.createdAt),
+  };
+}
+
+/** A stored link to the company's identity provider. */
+export function externalIdentityToWire(row: ExternalIdentityRow): MessageInitShape<typeof ExternalIdentitySchema> {
+  return {
+    issuer: row.issuer,
+    subject: row.subject,
+    tenantId: row.tenantId,
+    clientId: row.clientId ?? "",
+    userId: row.userId ?? "",
+    createdAt: ts(row.createdAt),
   };
 }

@@ -1,3 +1,4 @@
+import type { AccessTokenVerifier } from "@unimatrix/service-kit/auth";
 import type { Bus } from "@unimatrix/service-kit/bus";
 import type { Clock } from "@unimatrix/service-kit/clock";
 import type { RawQuery } from "@unimatrix/service-kit/store";
@@ -24,4 +25,6 @@ export interface CubeDeps {
   readonly internalKey: string;
   /** Presence's machines, asked as the caller (AttachSeat's machine_id); absent: unchecked. */
   readonly machines?: MachineDirectory;
+  /** The company's identity provider's access tokens, when one is configured (`OIDC_ISSUER`). */
+  readonly accessTokens?: AccessTokenVerifier;
 }

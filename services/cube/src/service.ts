@@ -4,7 +4,7 @@ import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity
 import { CubeService } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
 import { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { NoticeService } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
-import { principalResolver } from "@unimatrix/service-kit/auth";
+import { AccessTokenVerifier, principalResolver } from "@unimatrix/service-kit/auth";
 import { openStreamCounter, RedisStreamCounter } from "@unimatrix/service-kit/bus";
 import { route } from "@unimatrix/service-kit/grpc";
 import { observeFeed } from "@unimatrix/service-kit/observe";
@@ -27,6 +27,7 @@ import { type ActivityFeed, activityFeed } from "./live/feed";
 import { MachineDirectory } from "./live/machines";
 import { type LivenessRound, livenessRound } from "./ops/liveness";
 import { RETENTION_LEASE, type RetentionRound, retentionRound } from "./ops/retention";
+import { resolveAccessToken } from "./reads/access-tokens";
 import { resolveTokenCached } from "./reads/credentials";
 import { closeAuthCache, openAuthCache } from "./store/auth-cache";
 import { StorageGuard } from "./store/guard";
@@ -54,6 +55,16 @@ export const cubeService = defineService<CubeConfig>({
   async wire({ database, bus, logger, clock, internalKey, operatorToken, metrics, config: common }, config) {
     const prisma = openPrisma(database);
     const auth = await openAuthCache(bus, clock);
+    const accessTokens = config.oidcIssuer
+      ? new AccessTokenVerifier({
+          issuer: config.oidcIssuer,
+          audience: config.oidcAudience,
+          scope: config.oidcScope,
+          jwksUrl: config.oidcJwksUrl,
+          clock,
+          ...(config.jwksCooldownMs === undefined ? {} : { jwksCooldownMs: config.jwksCooldownMs }),
+        })
+      : undefined;
     const deps: CubeDeps = {
       prisma,
       fast: rawQuery(database),
@@ -65,6 +76,7 @@ export const cubeService = defineService<CubeConfig>({
       auth,
       guard: new StorageGuard(prisma, config.storageBudgetBytes),
       machines: new MachineDirectory(config.presenceAddressOf ?? (() => config.presenceAddress), internalKey),
+      ...(accessTokens ? { accessTokens } : {}),
     };
     const feed = activityFeed(deps);
     observeFeed(metrics, feed);
@@ -109,6 +121,11 @@ export const cubeService = defineService<CubeConfig>({
         operatorToken,
         now: () => clock.now().getTime(),
         resolveToken: async (parsed, raw) => (await resolveTokenCached(deps, parsed, raw))?.principal ?? null,
+        ...(accessTokens
+          ? {
+              resolveAccessToken: async (raw) => (await resolveAccessToken(deps, accessTokens, raw))?.principal ?? null,
+            }
+          : {}),
       }),
       background: [
         { name: LIVENESS_JOB, everyMs: config.livenessIntervalMs, run: round },

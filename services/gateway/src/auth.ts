@@ -4,6 +4,7 @@ import {
   constantTimeEquals,
   credentialTags,
   expiresAtOf,
+  looksLikeJwt,
   type Principal,
   parseToken,
   principalFromMessage,
@@ -12,6 +13,7 @@ import {
 import type { Clock } from "@unimatrix/service-kit/clock";
 import { DomainError, UnauthenticatedError, UnavailableError } from "@unimatrix/service-kit/errors";
 import { isServiceError } from "@unimatrix/service-kit/grpc";
+import type { ProtectedResource } from "./protected-resource";
 import type { Upstreams } from "./upstreams";
 
 /** Options of the edge authenticator. */
@@ -28,6 +30,8 @@ export interface EdgeAuthOptions {
    * per-lookup limit: guesses at one credential are bounded, other credentials are not touched).
    */
   readonly chargeLookup?: (lookup: string) => Promise<void>;
+  /** The identity provider whose access tokens are accepted (through cube), for the 401 challenge; none: Unimatrix tokens only. */
+  readonly resource?: ProtectedResource | undefined;
 }
 
 const OPERATOR: Principal = { kind: "operator", subjectId: "operator", tenantId: null };
@@ -56,6 +60,11 @@ export class EdgeAuthenticator {
 
   constructor(options: EdgeAuthOptions) {
     this.#options = { ...options, cacheMs: Math.min(options.cacheMs, 5_000) };
+  }
+
+  /** The protected resource whose challenge a 401 carries (undefined without an identity provider). */
+  get resource(): ProtectedResource | undefined {
+    return this.#options.resource;
   }
 
   /**
@@ -145,9 +154,12 @@ export class EdgeAuthenticator {
       throw new UnauthenticatedError("invalid credential");
     }
     const parsed = parseToken(token);
-    if (!parsed) throw new UnauthenticatedError("malformed bearer token");
+    // The identity provider's access tokens are verified by cube, which owns the identities they map to.
+    const jwt = !parsed && this.#options.resource !== undefined && looksLikeJwt(token);
+    if (!parsed && !jwt) throw new UnauthenticatedError("malformed bearer token");
     const { upstreams } = this.#options;
     const ask = async () => {
+      if (!parsed) return (await upstreams.identity.authenticate({ token }, { deadline: 5_000 })).principal;
       switch (parsed.kind) {
         case "client":
         case "user":
@@ -168,7 +180,8 @@ export class EdgeAuthenticator {
     } catch (error) {
       if (error instanceof DomainError) throw error;
       if (isServiceError(error) && error.code === status.UNAUTHENTICATED) {
-        throw new UnauthenticatedError("invalid credential");
+        // An access token's refusal names what was wrong (expired, audience, scope): nothing secret.
+        throw new UnauthenticatedError(jwt ? error.details : "invalid credential");
       }
       if (isServiceError(error) && error.code === status.UNIMPLEMENTED) {
         throw new UnauthenticatedError("this kind of credential is not accepted yet");

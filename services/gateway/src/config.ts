@@ -1,3 +1,4 @@
+import { accessTokenEnv } from "@unimatrix/service-kit/auth";
 import { envVar, millisSchema, portSchema, registerEnv } from "@unimatrix/service-kit/config";
 import { isGrpcTarget } from "@unimatrix/service-kit/grpc";
 import { z } from "zod";
@@ -128,4 +129,24 @@ export const gatewayEnv = registerEnv({
     z.coerce.number().int().min(1),
     "32",
   ),
+  oidcClientId: envVar(
+    "OIDC_CLIENT_ID",
+    "Client id of the console at the identity provider (authorization code + PKCE; redirect URI <OIDC_AUDIENCE>/auth/oidc/callback). Empty: the console offers no provider sign-in.",
+    z.string().max(255),
+    "",
+  ),
+  oidcClientSecret: envVar(
+    "OIDC_CLIENT_SECRET",
+    "Client secret of the console at the identity provider (from a Secret). Empty: a public client (PKCE only).",
+    z.string().max(1024),
+    "",
+  ),
+  oidcProviderName: envVar(
+    "OIDC_PROVIDER_NAME",
+    'What the console\'s button names: "Sign in with <name>".',
+    z.string().min(1).max(60),
+    "your identity provider",
+  ),
+  // The identity provider: its access tokens are accepted (verified by cube), its metadata published, its people signed in.
+  ...accessTokenEnv,
 });

@@ -22,6 +22,8 @@ import type { CommonConfig } from "@unimatrix/service-kit/service";
 import { EdgeAuthenticator } from "./auth";
 import { clientAddress } from "./client-address";
 import type { gatewayEnv } from "./config";
+import { adoptSession } from "./console-session";
+import { consoleSignIn } from "./console-sign-in";
 import { applyCors } from "./cors";
 import { guardDecoding } from "./decode-guard";
 import { CredentialDoors } from "./doors";
@@ -34,6 +36,12 @@ import { JSON_WRITE } from "./json-options";
 import { mcpHandler } from "./mcp/handler";
 import { McpSessionStore } from "./mcp/session-store";
 import { GatewayMetrics } from "./metrics";
+import {
+  challengeUnauthorized,
+  isResourceMetadataPath,
+  protectedResourceOf,
+  serveResourceMetadata,
+} from "./protected-resource";
 import { chargeLookup, RateLimiter } from "./rate-limit";
 import { requestContextOf, withRequestContext } from "./request-context";
 import { SharedUpstreams } from "./shared-upstream";
@@ -91,8 +99,10 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const limiter = new RateLimiter(gateway.rateLimitPerSecond, gateway.rateLimitBurst, store, () =>
     metrics.rateLimitFallbacks.inc(),
   );
+  const resource = protectedResourceOf(gateway);
   const auth = new EdgeAuthenticator({
     upstreams,
+    resource,
     operatorToken: options.config.operatorToken,
     cacheMs: gateway.authCacheMs,
     clock,
@@ -185,6 +195,21 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     internalKey: options.internalKey,
     timeoutMs: gateway.requestTimeoutMs,
   };
+  // People sign in to the console through the provider when a console client is configured.
+  const signIn = consoleSignIn(
+    resource && gateway.oidcClientId
+      ? {
+          resource,
+          clientId: gateway.oidcClientId,
+          clientSecret: gateway.oidcClientSecret,
+          providerName: gateway.oidcProviderName,
+          internalKey: options.internalKey,
+          upstreams,
+          clock,
+          logger,
+        }
+      : undefined,
+  );
 
   const readiness = async (): Promise<Check[]> => {
     const checks = Object.entries(health).map(async ([name, client]): Promise<Check> => {
@@ -208,6 +233,12 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       const checks = await readiness();
       const ready = checks.every((check) => check.ok);
       return json(response, ready ? 200 : 503, { status: ready ? "ready" : "not ready", checks });
+    }
+    if (isResourceMetadataPath(path) && serveResourceMetadata(request, response, resource, path)) return;
+    if (path.startsWith("/auth/") && (await signIn(request, response, path))) return;
+    // A console call with its session cookie: the session's token is its bearer, if its CSRF header matches.
+    if (!isConsolePath(path) && adoptSession(request, path, options.internalKey, clock.now().getTime()) === "csrf") {
+      return refuse(response, status.PERMISSION_DENIED, "a console session call needs its x-umx-csrf header");
     }
     if (path === "/mcp") return mcp.handle(request, response);
     if (request.method === "GET" && path === "/v1/inbox") return inbox(inboxDeps, request, response);
@@ -278,6 +309,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         "request",
       );
     });
+    // Every 401, whichever face writes it, names the resource metadata and the scope (RFC 9728 §5.1).
+    challengeUnauthorized(response, resource, path);
     if (applyCors(gateway.corsOrigins, request, response)) return;
     withRequestContext(context, span, () =>
       route(request, response, path).catch((error: unknown) => {

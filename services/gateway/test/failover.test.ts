@@ -1,4 +1,3 @@
-import { createServer } from "node:net";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -7,7 +6,7 @@ import { silentLogger } from "@unimatrix/service-kit/logger";
 import type { RunningService } from "@unimatrix/service-kit/service";
 import { eventually } from "@unimatrix/service-kit/testing";
 import { EventSource } from "eventsource";
-import { addGateway, call, type System, seedTenant, startSystem } from "./system";
+import { addGateway, call, freePort, type System, seedTenant, startSystem } from "./system";
 
 interface Received {
   readonly type: string;
@@ -35,15 +34,6 @@ function listen(url: string, token: string) {
   source.onerror = (event) => errors.push(String((event as { message?: string }).message ?? "error"));
   const entries = () => received.filter((r) => r.type === "entry");
   return { source, received, entries, errors };
-}
-
-/** A port nothing listens on yet (a replica that is about to come up there). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 describe("gateway: SSE fails over between service replicas", () => {

@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startCube } from "@unimatrix/cube";
@@ -255,4 +256,13 @@ export async function waitEventAfter(metricsUrl: string, event: string, before: 
 /** The `log_wait` event counter of a gateway now. */
 export function waitEvents(metricsUrl: string, event: string): Promise<number> {
   return metricValue(metricsUrl, "unimatrix_gateway_mcp_wait_events_total", { event });
+}
+
+/** A port nothing listens on yet (a replica about to come up there, or a gateway whose public URL is needed before it starts). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }

@@ -37,6 +37,7 @@ export function principalFromMessage(message: PrincipalMessage | undefined): Pri
         subjectId: message.subjectId,
         tenantId: message.tenantId,
         ...(message.credentialId ? { credentialId: message.credentialId } : {}),
+        ...(message.expiresAt ? { expiresAt: timestampMs(message.expiresAt) } : {}),
       };
     }
     case PrincipalKind.DRONE_SESSION:

@@ -15,6 +15,8 @@ export type Principal =
       readonly tenantId: string;
       /** The credential (token record) the principal was resolved from, when known: a rotation makes it stale. */
       readonly credentialId?: string;
+      /** When the provider's access token it was resolved from expires (epoch ms); none for Unimatrix tokens. */
+      readonly expiresAt?: number;
     }
   | {
       readonly kind: "drone-session";
@@ -83,7 +85,7 @@ export function bearerToken(authorization: string | undefined): string | null {
   return match?.[1] ?? null;
 }
 
-/** When a principal's credential expires by itself (epoch ms): a drone session's expiry when known, else undefined. */
+/** When a principal's credential expires by itself (epoch ms): a drone session's or an access token's expiry when known, else undefined. */
 export function expiresAtOf(principal: Principal): number | undefined {
-  return principal.kind === "drone-session" ? principal.expiresAt : undefined;
+  return principal.kind === "operator" ? undefined : principal.expiresAt;
 }

@@ -1,6 +1,7 @@
 import type { Metadata } from "@grpc/grpc-js";
 import { UnauthenticatedError } from "../errors";
 import type { Authenticate, CallScope } from "../grpc/call";
+import { looksLikeJwt } from "./access-tokens";
 import { bearerToken, PRINCIPAL_HEADER, type Principal, verifyPrincipal } from "./principal";
 import { constantTimeEquals, type ParsedToken, parseToken } from "./tokens";
 
@@ -16,6 +17,11 @@ export interface PrincipalResolverOptions {
    * unknown or revoked token.
    */
   readonly resolveToken?: (token: ParsedToken, raw: string, scope?: CallScope) => Promise<Principal | null>;
+  /**
+   * Resolves a JWT access token of the configured identity provider (absent: such tokens are
+   * refused). Throws UNAUTHENTICATED naming what failed; null when its subject is not linked.
+   */
+  readonly resolveAccessToken?: (raw: string) => Promise<Principal | null>;
   readonly now?: () => number;
 }
 
@@ -41,6 +47,11 @@ export function principalResolver(options: PrincipalResolverOptions): Authentica
       throw new UnauthenticatedError("invalid credential");
     }
     const parsed = parseToken(raw);
+    if (!parsed && options.resolveAccessToken && looksLikeJwt(raw)) {
+      const principal = await options.resolveAccessToken(raw);
+      if (!principal) throw new UnauthenticatedError("invalid credential");
+      return principal;
+    }
     if (!parsed) throw new UnauthenticatedError("malformed bearer token");
     const principal = options.resolveToken ? await options.resolveToken(parsed, raw, scope) : null;
     if (!principal) throw new UnauthenticatedError("invalid credential");

@@ -1,14 +1,29 @@
 import type { IdentityService } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import { CubeAccess } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
-import { constantTimeEquals, credentialKey, parseToken } from "@unimatrix/service-kit/auth";
-import { InvalidArgumentError, PermissionDeniedError, UnauthenticatedError } from "@unimatrix/service-kit/errors";
+import { constantTimeEquals, credentialKey, looksLikeJwt, parseToken } from "@unimatrix/service-kit/auth";
+import {
+  FailedPreconditionError,
+  InvalidArgumentError,
+  PermissionDeniedError,
+  UnauthenticatedError,
+} from "@unimatrix/service-kit/errors";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
 import { optionalUuid, pageSize, requireUuid } from "@unimatrix/service-kit/rules";
-import { authenticatedToWire, clientToWire, grantToWire, tenantToWire, userToWire } from "../convert";
+import {
+  authenticatedToWire,
+  clientToWire,
+  externalIdentityToWire,
+  grantToWire,
+  tenantToWire,
+  userToWire,
+} from "../convert";
 import type { CubeDeps } from "../deps";
 import { runOp } from "../effects";
 import { revokeCubeGrant, setCubeGrant } from "../ops/cube-grant";
 import { createTenant, issueClient, issueUserToken, revokeClient, rotateClient } from "../ops/identity";
+import { linkIdentity, unlinkIdentity } from "../ops/link-identity";
+import { provisionIdentity } from "../ops/provision-identity";
+import { linkedPrincipal, resolveAccessToken } from "../reads/access-tokens";
 import { listClients, resolveTokenCached } from "../reads/credentials";
 import { listCubeGrants } from "../reads/grants";
 import { type AccessLevel, clientOf, tenantOf, userTenantOf } from "../rules/access";
@@ -119,9 +134,66 @@ export function identityHandlers(
           return authenticatedToWire("operator", checkedAt);
         throw new UnauthenticatedError("invalid credential");
       }
-      const resolved = parsed ? await resolveTokenCached(deps, parsed, request.token) : null;
+      const resolved = parsed
+        ? await resolveTokenCached(deps, parsed, request.token)
+        : deps.accessTokens && looksLikeJwt(request.token)
+          ? await resolveAccessToken(deps, deps.accessTokens, request.token)
+          : null;
       if (!resolved) throw new UnauthenticatedError("invalid credential");
       return authenticatedToWire(resolved, checkedAt);
     },
+
+    async linkIdentity(request, ctx) {
+      const linked = name("subject", request.subject);
+      const target =
+        request.target.case === "clientId"
+          ? { clientId: requireUuid("client_id", request.target.value) }
+          : request.target.case === "userId"
+            ? { userId: requireUuid("user_id", request.target.value) }
+            : undefined;
+      if (!target) throw new InvalidArgumentError("target", "one of client_id and user_id is required");
+      const tenantId = userTenantOf(await ctx.principal());
+      const issuer = deps.accessTokens?.issuer;
+      if (!issuer) throw new FailedPreconditionError("no identity provider is configured (OIDC_ISSUER)");
+      const row = await runOp(deps, linkIdentity(deps, tenantId, issuer, linked, target));
+      return { identity: externalIdentityToWire(row) };
+    },
+
+    async provisionIdentity(request) {
+      if (request.accessToken === "") throw new InvalidArgumentError("access_token", "must not be empty");
+      const verifier = deps.accessTokens;
+      if (!verifier) throw new FailedPreconditionError("no identity provider is configured (OIDC_ISSUER)");
+      const token = await verifier.verify(request.accessToken);
+      const linked = await linkedPrincipal(deps, token, request.accessToken);
+      if (linked) return { principal: authenticatedToWire(linked, deps.clock.now()).principal, provisioned: false };
+      const { provisionTenant, roleClaim, userGroups } = deps.config;
+      if (!provisionTenant || !token.subject) throw new PermissionDeniedError("your account is not linked to a user");
+      if (!roleGranted(token.claims[roleClaim], userGroups)) {
+        throw new PermissionDeniedError(`your ${roleClaim} give no Unimatrix role`);
+      }
+      const displayName = request.displayName.trim() || token.subject;
+      const { created } = await runOp(
+        deps,
+        provisionIdentity(deps, provisionTenant, token.issuer, token.subject, displayName.slice(0, 200)),
+      );
+      const resolved = await linkedPrincipal(deps, token, request.accessToken);
+      if (!resolved) throw new UnauthenticatedError("invalid credential");
+      return { principal: authenticatedToWire(resolved, deps.clock.now()).principal, provisioned: created };
+    },
+
+    async unlinkIdentity(request, ctx) {
+      const linked = name("subject", request.subject);
+      const tenantId = userTenantOf(await ctx.principal());
+      const issuer = deps.accessTokens?.issuer;
+      if (!issuer) return { removed: false };
+      return { removed: await runOp(deps, unlinkIdentity(deps, tenantId, issuer, linked)) };
+    },
   };
+}
+
+/** True when a role claim (a string or a list) holds one of `groups`; every value counts when `groups` is empty. */
+function roleGranted(claim: unknown, groups: readonly string[]): boolean {
+  if (groups.length === 0) return true;
+  const values = Array.isArray(claim) ? claim : typeof claim === "string" ? claim.split(" ") : [];
+  return values.some((value) => typeof value === "string" && groups.includes(value));
 }

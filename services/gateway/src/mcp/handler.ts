@@ -6,6 +6,7 @@ import { isInitializeRequest, SetLevelRequestSchema } from "@modelcontextprotoco
 import type { Principal } from "@unimatrix/service-kit/auth";
 import { clientAddress, type TrustedProxies } from "../client-address";
 import { chargeAddress } from "../forward";
+import { wwwAuthenticate } from "../protected-resource";
 import type { RateLimiter } from "../rate-limit";
 import { answerOf, statusRow, TOO_LARGE_HTTP } from "../status-table";
 import { serveInboxListen } from "./listen";
@@ -138,7 +139,7 @@ export function mcpHandler(deps: McpDeps) {
       // Any other failure to authenticate is answered as UNAUTHENTICATED.
       const revoked = await revokedSessionKey(request, sessionId);
       if (revoked === undefined) {
-        response.setHeader("www-authenticate", 'Bearer realm="unimatrix"');
+        response.setHeader("www-authenticate", wwwAuthenticate(deps.auth.resource, "mcp"));
         return refuse(response, status.UNAUTHENTICATED, message);
       }
       // The session's own credential, revoked since: its tool calls answer as tool errors saying
@@ -164,7 +165,7 @@ export function mcpHandler(deps: McpDeps) {
     if (route === "sdk") return stateless.serve(request, response, body);
     if (route !== "legacy") return serveInboxListen(deps, request, response, route.listen, credentialKey);
     if (revokedSession && !onlyToolCalls(body)) {
-      response.setHeader("www-authenticate", 'Bearer realm="unimatrix", error="invalid_token"');
+      response.setHeader("www-authenticate", wwwAuthenticate(deps.auth.resource, "mcp", "invalid_token"));
       return refuse(
         response,
         status.UNAUTHENTICATED,

@@ -11,15 +11,33 @@ export class ApiError extends Error {
   }
 }
 
-/** Calls `/<package.Service>/<Method>` with a bearer token; answers the decoded JSON body. */
+/**
+ * The "token" of a session opened by signing in through the identity provider: the credential
+ * is the gateway's HttpOnly cookie, which this script never sees; calls carry the CSRF token instead.
+ */
+export const COOKIE_SESSION = "cookie-session";
+
+/** The session's CSRF token (the readable `umx_csrf` cookie the gateway set at sign-in). */
+function csrfToken(): string {
+  return /(?:^|;\s*)umx_csrf=([^;]*)/.exec(document.cookie)?.[1] ?? "";
+}
+
+/** The headers and credentials mode a call with `token` goes out with. */
+export function credentialsOf(token: string): { headers: Record<string, string>; credentials: RequestCredentials } {
+  if (token === COOKIE_SESSION) return { headers: { "x-umx-csrf": csrfToken() }, credentials: "same-origin" };
+  return { headers: { authorization: `Bearer ${token}` }, credentials: "omit" };
+}
+
+/** Calls `/<package.Service>/<Method>` with a bearer token (or the session cookie); answers the decoded JSON body. */
 export async function rpc<T>(method: string, body: unknown, token: string): Promise<T> {
   let response: Response;
   try {
+    const { headers, credentials } = credentialsOf(token);
     response = await fetch(`/${method}`, {
       method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+      headers: { "content-type": "application/json", ...headers },
       body: JSON.stringify(body),
-      credentials: "omit",
+      credentials,
     });
   } catch {
     throw new ApiError("unavailable", "the gateway cannot be reached", 0);
@@ -45,6 +63,8 @@ export const DEVICE = "unimatrix.device.v1";
 export type TokenKind = "user" | "client";
 
 export function tokenKind(token: string): TokenKind | undefined {
+  // A person signed in through the identity provider acts as a user of their tenant.
+  if (token === COOKIE_SESSION) return "user";
   if (/^umx_user_[A-Za-z0-9_-]+$/.test(token)) return "user";
   if (/^umx_client_[A-Za-z0-9_-]+$/.test(token)) return "client";
   return undefined;
@@ -59,6 +79,9 @@ export const session = {
     sessionStorage.setItem("umx.token", token);
   },
   signOut(): void {
+    if (this.token === COOKIE_SESSION) {
+      void fetch("/auth/logout", { method: "POST", ...credentialsOf(COOKIE_SESSION) });
+    }
     sessionStorage.clear();
   },
   /** The seat (drone session) taken in a cube by a client token. */
@@ -281,3 +304,14 @@ export async function listAll<T>(
 }
 
 export const IDENTITY = `${CUBE}.IdentityService`;
+
+/** What the gateway offers for signing in: a provider's name (or none), and whether a session cookie is open. */
+export async function signInOptions(): Promise<{ provider: { name: string } | null; signedIn: boolean }> {
+  try {
+    const response = await fetch("/auth/session", { credentials: "same-origin", cache: "no-store" });
+    if (response.ok) return (await response.json()) as { provider: { name: string } | null; signedIn: boolean };
+  } catch {
+    // the gateway cannot be reached: offer the token box alone
+  }
+  return { provider: null, signedIn: false };
+}

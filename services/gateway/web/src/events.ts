@@ -4,6 +4,8 @@
  * stream, remembers the last id, and reconnects with capped exponential backoff.
  */
 
+import { credentialsOf } from "./api";
+
 export type StreamState = "connecting" | "live" | "reconnecting" | "ended";
 
 export interface StreamOptions {
@@ -63,14 +65,17 @@ export function openEventStream(options: StreamOptions): EventStream {
   const connect = async (): Promise<"retry" | "stop"> => {
     const controller = new AbortController();
     current = controller;
-    const headers: Record<string, string> = {
-      accept: "text/event-stream",
-      authorization: `Bearer ${options.token()}`,
-    };
+    const credentials = credentialsOf(options.token());
+    const headers: Record<string, string> = { accept: "text/event-stream", ...credentials.headers };
     let path = options.path;
     if (lastId) headers["last-event-id"] = lastId;
     else if (lastId === "") path += `${path.includes("?") ? "&" : "?"}after=`;
-    const response = await fetch(path, { headers, signal: controller.signal, cache: "no-store", credentials: "omit" });
+    const response = await fetch(path, {
+      headers,
+      signal: controller.signal,
+      cache: "no-store",
+      credentials: credentials.credentials,
+    });
     if (!response.ok || !response.body) {
       let message = `HTTP ${response.status}`;
       try {

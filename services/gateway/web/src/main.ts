@@ -1,4 +1,4 @@
-import { ApiError, CUBE, rpc, session, tokenKind } from "./api";
+import { ApiError, COOKIE_SESSION, CUBE, rpc, session, signInOptions, tokenKind } from "./api";
 import { auditView } from "./audit-page";
 import { clientsView } from "./clients-page";
 import { cubeManageView } from "./cube-manage";
@@ -38,6 +38,9 @@ function announce(message: string) {
   }, 30);
 }
 
+/** The identity provider the gateway offers ("Sign in with <name>"), once asked. */
+let provider: { name: string } | null = null;
+
 function signInView(message?: string): View {
   const input = h("input", {
     id: "token",
@@ -54,6 +57,18 @@ function signInView(message?: string): View {
     "form",
     { class: "card signin", "aria-labelledby": "signin-title" },
     h("h2", { id: "signin-title" }, "Sign in"),
+    provider
+      ? h(
+          "p",
+          {},
+          h(
+            "a",
+            { class: "button primary", href: "/auth/oidc/login", id: "signin-provider" },
+            `Sign in with ${provider.name}`,
+          ),
+        )
+      : null,
+    provider ? h("p", { class: "muted" }, "Or paste a token:") : null,
     h("label", { for: "token" }, "Access token"),
     input,
     h(
@@ -112,7 +127,13 @@ function renderChrome(token: string | undefined) {
     account,
     token
       ? [
-          h("span", { class: "account-kind" }, `signed in with a ${tokenKind(token)} token`),
+          h(
+            "span",
+            { class: "account-kind" },
+            token === COOKIE_SESSION
+              ? `signed in through ${provider?.name ?? "your identity provider"}`
+              : `signed in with a ${tokenKind(token)} token`,
+          ),
           h(
             "button",
             {
@@ -153,4 +174,11 @@ function route() {
 
 window.addEventListener("hashchange", route);
 window.setInterval(() => refreshTimes(document), 15_000);
-route();
+// A session opened through the identity provider lives in an HttpOnly cookie: ask the gateway.
+void signInOptions().then((options) => {
+  provider = options.provider;
+  if (options.signedIn && !session.token) session.signIn(COOKIE_SESSION);
+  // A provider session that ended meanwhile (expired, signed out in another tab): back to signing in.
+  if (!options.signedIn && session.token === COOKIE_SESSION) sessionStorage.clear();
+  route();
+});
