@@ -42,6 +42,9 @@ export interface Viewer {
   readonly labels: ReadonlyMap<string, string>;
 }
 
+/** What an agent reads when the cube's retention pruned past the position its stream resumed from. */
+export const PRUNED = "older activity was pruned by the cube's retention; log_read shows what is kept for you";
+
 /** Whitespace folded to one space, cut at `max` characters (never ending in a space before the ellipsis). */
 export function preview(text: string, max = 80): string {
   const folded = text.replace(/\s+/g, " ").trim();

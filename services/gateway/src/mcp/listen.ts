@@ -7,7 +7,7 @@ import { toStatus } from "@unimatrix/service-kit/grpc";
 import { follow } from "../follow";
 import { upstreamMetadata } from "../forward";
 import { answerOf } from "../status-table";
-import { renderItems } from "./format";
+import { PRUNED, renderItems } from "./format";
 import { activityStep, type PushDeps } from "./push";
 import type { PushCaps } from "./push-slots";
 
@@ -151,6 +151,9 @@ export async function serveInboxListen(
             { [LINE]: rendered.line, [CURSOR]: e.value.cursor },
           );
         }
+      } else if (e.case === "reset") {
+        // Retention pruned past the agent's cursor: say so once, and go on after the floor.
+        notify("notifications/resources/updated", { uri: INBOX_URI }, { [LINE]: PRUNED, [CURSOR]: e.value.cursor });
       } else if (e.case === "accessRevoked") {
         return finish();
       }

@@ -11,6 +11,7 @@ import type { CredentialDoors } from "../doors";
 import { follow, type Step } from "../follow";
 import { upstreamMetadata } from "../forward";
 import { type SharedUpstreams, sharingKey, subjectsOf } from "../shared-upstream";
+import { PRUNED } from "./format";
 import type { McpSessionDeps } from "./session";
 import type { SeatRecord, SessionRecord } from "./session-store";
 
@@ -214,6 +215,10 @@ export async function servePush(
             if (event.case === "heartbeat") write(": heartbeat\n\n");
             // Where to go on from if this stream ends before an entry (a start position).
             lastEventId ??= event.value.cursor || undefined;
+          } else if (event.case === "reset") {
+            // Retention pruned past the resume position: say so, and go on after the floor.
+            send("notice", { event: "reset", message: PRUNED }, event.value.cursor);
+            lastEventId = event.value.cursor;
           } else if (event.case === "closed") {
             // A shared upstream closes a member too slow for it at its cursor: go on from there.
             if (event.value.cursor) lastEventId = event.value.cursor;
