@@ -1,5 +1,7 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import type { RunningCube } from "@unimatrix/cube";
 import { eventually } from "@unimatrix/service-kit/testing";
+import { PRUNED } from "../src/mcp/format";
 import { modernRpc } from "./mcp-2026";
 import { addGateway, call, type System, seedTenant, startSystem } from "./system";
 
@@ -281,5 +283,57 @@ describe("gateway: MCP 2026-07-28, stateless, the seat held by the agent", () =>
     const posted = await plain.tool("log_post", { seat, message: "Another question?", ask_human: true });
     expect(posted.content[0]!.text).toMatch(/^posted #\d+$/);
     await plain.close();
+  });
+
+  it("a listen resuming below the retained floor hears once that older activity was pruned, then every entry after the floor", async () => {
+    const team = await seedTenant(system, "retained", 2);
+    const writer = (
+      await call<{ sessionToken: string }>(
+        system,
+        "unimatrix.cube.v1.CubeService/AttachSeat",
+        { cubeId: team.cubeId, roleId: team.roleId, hostname: "writer" },
+        team.clients[1]!.token,
+      )
+    ).sessionToken;
+    const post = (message: string) =>
+      call<{ entry: { cursor: string } }>(
+        system,
+        "unimatrix.cube.v1.ActivityService/AppendEntry",
+        { cubeId: team.cubeId, message, visibility: "VISIBILITY_BROADCAST" },
+        writer,
+      );
+    const agent = await statelessAgent(system.url, team.clients[0]!.token);
+    const seat = (await agent.tool("seat_attach", { cube_id: team.cubeId })).structuredContent?.session_token as string;
+    // Keep the newest 3 positions, post five, and let the retention job prune below them.
+    await call(
+      system,
+      "unimatrix.cube.v1.CubeService/UpdateCube",
+      { cubeId: team.cubeId, retention: { maxItems: 3 } },
+      team.user,
+    );
+    const r1 = (await post("r1")).entry.cursor;
+    for (const m of ["r2", "r3", "r4", "r5"]) await post(m);
+    expect((await (system.cube as RunningCube).retentionRound()).held).toBe(true);
+    const { cube } = await call<{ cube: { floorCursor: string } }>(
+      system,
+      "unimatrix.cube.v1.CubeService/GetCube",
+      { cubeId: team.cubeId },
+      team.user,
+    );
+
+    const heard: { line: string; cursor: string }[] = [];
+    agent.client.setNotificationHandler("notifications/resources/updated", (note) => {
+      const meta = note.params._meta as Record<string, string>;
+      heard.push({ line: meta.line!, cursor: meta.cursor! });
+    });
+    const subscription = await agent.client.listen({
+      resourceSubscriptions: [`unimatrix://inbox?seat=${encodeURIComponent(seat)}&after=${encodeURIComponent(r1)}`],
+    });
+    await post("r6");
+    await eventually(() => heard.some((h) => h.line.endsWith(": r6")), "a live entry after the reset");
+    await subscription.close();
+    await agent.close();
+    expect(heard[0]).toEqual({ line: PRUNED, cursor: cube.floorCursor });
+    expect(heard.slice(1).map((h) => h.line.replace(/^#\d+ \S+ → all: /, ""))).toEqual(["r3", "r4", "r5", "r6"]);
   });
 });
