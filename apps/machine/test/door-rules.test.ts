@@ -2,12 +2,25 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, statSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join, parse } from "node:path";
 import { DaemonProcess, eventually } from "./world";
 
 /** A token the daemon accepts in form (it never reaches presence: it stops at the door). */
 const TOKEN = "umx_machine_doorrules_0123456789abcdef";
 const NOBODY = 65534;
+
+/**
+ * Lets `nobody` reach the checkout (and the Node binary inside it): a clone in a `mktemp -d`
+ * folder (0700) is closed to other users. Grants traverse only (o+x, no listing) on the folders
+ * above `path` that lack it; what is inside a checkout is world-readable already.
+ */
+function letOthersTraverse(path: string): void {
+  const root = parse(path).root;
+  for (let dir = dirname(path); dir !== root; dir = dirname(dir)) {
+    const mode = statSync(dir).mode;
+    if ((mode & 0o001) === 0) chmodSync(dir, (mode & 0o7777) | 0o001);
+  }
+}
 
 /** A plain listener on `path` in its own process (not a daemon), resolved once it listens. */
 async function listener(path: string, backlog: number): Promise<ChildProcess> {
@@ -93,6 +106,8 @@ describe("the door's stale rules with real processes: only a refused connection 
     mkdirSync(spool, { mode: 0o700 });
     chownSync(spool, NOBODY, NOBODY);
 
+    letOthersTraverse(process.execPath);
+    letOthersTraverse(__filename);
     const daemon = daemonOn(dir, door, { uid: NOBODY, gid: NOBODY });
     expect(await daemon.exited).toBe(1);
     expect(daemon.stderr).toMatch(/^unimatrix machine run: connect EACCES .*machine\.sock\n$/);

@@ -31,11 +31,8 @@ const CHROMIUM_ARGS = [
   "--disable-sync",
 ];
 
-interface Pushed {
-  readonly event: string;
-  readonly entry?: { id: string; message: string };
-  readonly notification?: { kind: string; entryId: string };
-}
+/** A push: an item's text line (`#41 operator-1 → all: …`), or a notice about the stream. */
+type Pushed = string | { readonly event: string };
 
 /** An agent on MCP (the SDK client over streamable HTTP), remembering what was pushed to it. */
 async function mcpAgent(url: string, token: string) {
@@ -156,19 +153,19 @@ describe("gateway: web console", () => {
 
       await page.getByLabel("Message", { exact: true }).fill("ship it to staging, please");
       await page.getByRole("button", { name: "Post", exact: true }).click();
+      const pushedLine = (pattern: RegExp) =>
+        agent.pushed.find((p): p is string => typeof p === "string" && pattern.test(p));
       await eventually(
-        () => agent.pushed.some((p) => p.entry?.message === "ship it to staging, please"),
-        "the agent to receive the console's post",
+        () => pushedLine(/^#\d+ \S+ → all: ship it to staging, please$/) !== undefined,
+        "the agent to receive the console's post as its line",
       );
-      const mine = agent.pushed.find((p) => p.entry?.message === "ship it to staging, please")!.entry!;
+      // The line's #n is the handle the agent's next call takes.
+      const mine = /^#\d+/.exec(pushedLine(/ship it to staging, please$/)!)![0];
 
       await agentEntry.getByRole("button", { name: "Ack" }).click();
       await agentEntry.getByText("✓ 1 ack").waitFor();
       await eventually(
-        () =>
-          agent.pushed.some(
-            (p) => p.notification?.kind === "NOTIFICATION_KIND_ACK" && p.notification.entryId === posted.id,
-          ),
+        () => pushedLine(/^#\d+ ack by \S+: build 412 is green$/) !== undefined,
         "the agent to be told of the console's ack",
       );
       await agentEntry.getByRole("button", { name: "Claim" }).click();
@@ -177,8 +174,8 @@ describe("gateway: web console", () => {
       expect(second.outcome).toBe("already_claimed");
 
       // The agent acks the console's post: the seat's stream carries the notification.
-      await agent.tool("log_ack", { entry_id: mine.id });
-      await page.locator(`li[data-entry-id="${mine.id}"]`).getByText("✓ 1 ack").waitFor();
+      await agent.tool("log_ack", { entry_id: mine });
+      await page.locator("[role=log] li", { hasText: "ship it to staging, please" }).getByText("✓ 1 ack").waitFor();
       const notices = page.getByRole("list", { name: "Notifications" });
       await notices.getByText("[ACK] ship it to staging, please").waitFor();
       await page.locator(`tr[data-drone-id]`).nth(1).waitFor();

@@ -6,6 +6,7 @@ import { silentLogger } from "@unimatrix/service-kit/logger";
 import type { RunningService } from "@unimatrix/service-kit/service";
 import { eventually } from "@unimatrix/service-kit/testing";
 import { EventSource } from "eventsource";
+import { entryMessage } from "./pushed";
 import { addGateway, call, freePort, type System, seedTenant, startSystem } from "./system";
 
 interface Received {
@@ -171,8 +172,8 @@ describe("gateway: SSE fails over between service replicas", () => {
     const agent = new Client({ name: "failover-agent", version: "1.0.0" });
     const pushed: string[] = [];
     agent.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
-      const data = notification.params.data as { entry?: { message: string } };
-      if (data.entry) pushed.push(data.entry.message);
+      const message = entryMessage(notification.params.data);
+      if (message !== undefined) pushed.push(message);
     });
     const transport = new StreamableHTTPClientTransport(new URL(`${gateway.url}/mcp`), {
       requestInit: { headers: { authorization: `Bearer ${acme.clients[1]!.token}` } },

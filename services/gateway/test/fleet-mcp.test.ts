@@ -2,6 +2,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { eventually, testBusPrefix } from "@unimatrix/service-kit/testing";
 import { EventSource } from "eventsource";
+import { entryMessage } from "./pushed";
 import { addGateway, call, type System, seedTenant, startSystem } from "./system";
 
 type Gateway = Awaited<ReturnType<typeof addGateway>>;
@@ -76,11 +77,10 @@ function push(url: string, token: string, sessionId: string, lastEventId?: strin
     opened = true;
   };
   source.onmessage = (event) => {
-    const note = JSON.parse(event.data) as {
-      params: { data: { event: string; message?: string; entry?: { message: string } } };
-    };
-    if (note.params.data.entry) received.push({ id: event.lastEventId, message: note.params.data.entry.message });
-    else notices.push(note.params.data);
+    const note = JSON.parse(event.data) as { params: { data: string | { event: string; message?: string } } };
+    const message = entryMessage(note.params.data);
+    if (message !== undefined) received.push({ id: event.lastEventId, message });
+    else if (typeof note.params.data !== "string") notices.push(note.params.data);
   };
   return { source, received, notices, opened: () => opened };
 }

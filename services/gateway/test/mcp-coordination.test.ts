@@ -14,9 +14,10 @@ interface Result {
 /** An agent on the MCP SDK client, reading text; `pushed` holds its push notifications' data. */
 async function agent(system: System, token: string) {
   const client = new Client({ name: "coordination-agent", version: "1.0.0" });
-  const pushed: { event: string; entry?: { message: string }; notification?: { kind: string } }[] = [];
+  /** Pushed lines (`#41 worker-2 → all: …`, `#42 ack by worker-2: …`); stream notices are left out. */
+  const pushed: string[] = [];
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
-    pushed.push(n.params.data as (typeof pushed)[number]);
+    if (typeof n.params.data === "string") pushed.push(n.params.data);
   });
   await client.connect(
     new StreamableHTTPClientTransport(new URL(`${system.url}/mcp`), {
@@ -208,7 +209,8 @@ describe("gateway: MCP coordination tools (issue 16)", () => {
       await eventually(async () => /, read \S+, not acked$/.test(await receipts()), "the read receipt");
       // Receipt times to the second.
       expect(await receipts()).toMatch(/, read \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ, not acked$/);
-      const before = a.pushed.filter((p) => p.notification?.kind === "NOTIFICATION_KIND_ACK").length;
+      const acks = () => a.pushed.filter((line) => /^#\d+ ack by /.test(line)).length;
+      const before = acks();
       expect(await b.text("log_ack", { entry_id: entry, quiet: true })).toBe("acked");
       await eventually(async () => /, acked \S+$/.test(await receipts()), "the ack receipt");
       const structured = (await a.tool("receipts", { entry_id: entry })).structuredContent;
@@ -216,10 +218,10 @@ describe("gateway: MCP coordination tools (issue 16)", () => {
       // A later broadcast by b reaches a's push after anything pushed before it: a barrier.
       await b.text("log_post", { message: "a later broadcast, so pushes before it have arrived" });
       await eventually(
-        () => a.pushed.some((p) => p.entry?.message === "a later broadcast, so pushes before it have arrived"),
+        () => a.pushed.some((line) => line.endsWith("→ all: a later broadcast, so pushes before it have arrived")),
         "the later broadcast pushed to a",
       );
-      expect(a.pushed.filter((p) => p.notification?.kind === "NOTIFICATION_KIND_ACK").length).toBe(before);
+      expect(acks()).toBe(before);
     } finally {
       await Promise.all([a.close(), b.close()]);
     }

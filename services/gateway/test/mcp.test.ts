@@ -25,11 +25,11 @@ const TOOLS = [
   "seat_state",
 ];
 
-interface Pushed {
-  readonly event: string;
-  readonly entry?: { id: string; message: string };
-  readonly notification?: { kind: string; text: string; entryId: string };
-}
+/** A push: an item's text line (`#41 worker-2 → you: …`), or a notice about the stream (`{event, message}`). */
+type Pushed = string | { readonly event: string; readonly message?: string };
+
+/** The pushed lines only. */
+const lines = (pushed: readonly Pushed[]) => pushed.filter((p): p is string => typeof p === "string");
 
 /** An agent: the MCP SDK client over streamable HTTP, with what the server pushed to it. */
 async function agent(system: System, token: string) {
@@ -86,34 +86,35 @@ describe("gateway: MCP", () => {
       const direct = await a!.tool("log_post", { message: "for B only", visibility: "direct", recipients: [droneB] });
       expect(direct.isError).toBeFalsy();
       const directId = direct.structuredContent!.id as string;
-      await eventually(() => b!.pushed.some((p) => p.entry?.id === directId), "B to receive the direct entry");
+      const directAt = direct.structuredContent!.n as number;
+      await eventually(
+        () => lines(b!.pushed).some((l) => new RegExp(`^#${directAt} \\S+ → you: for B only$`).test(l)),
+        "B to receive the direct entry as its line",
+      );
 
       const broadcast = await a!.tool("log_post", { message: "who takes this?" });
       const broadcastId = broadcast.structuredContent!.id as string;
-      await eventually(() => c!.pushed.some((p) => p.entry?.id === broadcastId), "C to receive the broadcast");
-      expect(c!.pushed.some((p) => p.entry?.id === directId)).toBe(false);
+      const broadcastAt = broadcast.structuredContent!.n as number;
+      await eventually(
+        () => lines(c!.pushed).some((l) => l.startsWith(`#${broadcastAt} `) && l.endsWith("→ all: who takes this?")),
+        "C to receive the broadcast",
+      );
+      expect(lines(c!.pushed).some((l) => l.includes("for B only"))).toBe(false);
 
       const ack = await b!.tool("log_ack", { entry_id: directId });
       expect(ack.structuredContent!.acked).toBe(true);
       expect(ack.content[0]!.text).toBe("acked");
+      // A is told of the ack in one line: `#n ack by <B>: for B only` (the entry by its preview).
       await eventually(
-        () =>
-          a!.pushed.some(
-            (p) => p.notification?.kind === "NOTIFICATION_KIND_ACK" && p.notification.entryId === directId,
-          ),
+        () => lines(a!.pushed).some((l) => /^#\d+ ack by \S+: for B only$/.test(l)),
         "A to be told of the ack",
-      );
-      expect(a!.pushed.find((p) => p.notification?.kind === "NOTIFICATION_KIND_ACK")?.notification?.text).toBe(
-        "[ACK] for B only",
       );
 
       const claim = await b!.tool("log_claim", { entry_id: broadcastId });
       expect(claim.structuredContent!.outcome).toBe("claimed");
+      // C is told of the claim, with the entry's id (a claim is something a next call may take over).
       await eventually(
-        () =>
-          c!.pushed.some(
-            (p) => p.notification?.kind === "NOTIFICATION_KIND_CLAIM" && p.notification.entryId === broadcastId,
-          ),
+        () => lines(c!.pushed).some((l) => /^#\d+ claim by \S+ on /.test(l) && l.includes(broadcastId)),
         "C to be told of the claim",
       );
       const second = await c!.tool("log_claim", { entry_id: broadcastId });

@@ -2,6 +2,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { eventually } from "@unimatrix/service-kit/testing";
 import { EventSource } from "eventsource";
+import { entryMessage } from "./pushed";
 import { call, type System, seedTenant, startSystem } from "./system";
 
 interface Received {
@@ -248,8 +249,8 @@ describe("gateway: SSE streams share one upstream subscription per (cube, viewer
           }),
       });
       pushStream.onmessage = (event) => {
-        const data = (JSON.parse(event.data) as { params: { data: { entry?: { message: string } } } }).params.data;
-        if (data.entry) pushed.push(data.entry.message);
+        const message = entryMessage((JSON.parse(event.data) as { params: { data: unknown } }).params.data);
+        if (message !== undefined) pushed.push(message);
       };
       await eventually(async () => (await shared()).members === 1, "the push joined a shared upstream");
       const view = listen(url(), sessionToken!);

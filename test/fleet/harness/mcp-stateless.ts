@@ -58,7 +58,7 @@ export class StatelessAgent {
     start: string,
   ): Promise<StatelessAgent> {
     const record = new StreamRecord(name, "mcp", "activity", start);
-    record.keyedByCursor = true;
+    record.keyedBy = "cursor";
     const listener = await statelessClient(router, token, `fleet-${name}`);
     const poster = await statelessClient(postRouter, token, `fleet-${name}-poster`);
     listener.setNotificationHandler("notifications/resources/updated", (note) => {

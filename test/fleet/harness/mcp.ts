@@ -40,9 +40,13 @@ export class McpAgent {
   static async open(router: GatewayRouter, token: string, ledger: Ledger, name: string): Promise<McpAgent> {
     const record = new StreamRecord(name, "mcp", "activity", "");
     const client = new Client({ name: `fleet-${name}`, version: "1.0.0" });
+    // A push is the entry's text line (`#41 worker-2 → all: grpc-17`): keyed by its message (unique
+    // in the fleet's load) until `Scenario.settle` maps messages to entry ids.
+    record.keyedBy = "message";
     client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
-      const data = notification.params.data as { event?: string; entry?: { id: string; cursor: string } };
-      if (data.event === "entry" && data.entry) record.deliver(data.entry.id, data.entry.cursor);
+      const data = notification.params.data;
+      const message = typeof data === "string" ? /^#\d+ \S+ → [^:]+: (.*)$/.exec(data)?.[1] : undefined;
+      if (message !== undefined) record.deliver(message, "");
     });
     const transport = new StreamableHTTPClientTransport(new URL(`${router.current}/mcp`), {
       requestInit: { headers: { authorization: `Bearer ${token}` } },

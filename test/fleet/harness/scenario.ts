@@ -184,10 +184,9 @@ export class Scenario {
       { cubeId: world.cubeId, message: "probe", visibility: Visibility.BROADCAST },
       bearer(this.#token("grpcWriter"), { deadline: 10_000 }),
     );
-    const probeId = probe.entry!.id;
-    const probeCursor = probe.entry!.cursor;
+    const probeKey = { id: probe.entry!.id, cursor: probe.entry!.cursor, message: "probe" };
     await poll(
-      () => this.activity.every((r) => r.keys().includes(r.keyedByCursor ? probeCursor : probeId)),
+      () => this.activity.every((r) => r.keys().includes(probeKey[r.keyedBy])),
       "every activity stream (gRPC, SSE, MCP push) to deliver the probe entry",
       30_000,
     );
@@ -285,20 +284,23 @@ export class Scenario {
     const entries = await readLog(this.#activity, this.#token("grpcReader"), world.cubeId, this.genesis);
     const log = entries.map((e) => e.id);
     const authors = new Map(entries.map((e) => [e.id, e.authorDroneId]));
-    const cursors = new Map(entries.map((e) => [e.id, e.cursor]));
+    const keyOf = new Map(entries.map((e) => [e.id, { id: e.id, cursor: e.cursor, message: e.message }]));
     // Each stream's last entry (an MCP session is not sent its own drone's posts).
     const lastFor = (r: StreamRecord) => log.filter((id) => !r.ownDroneId || authors.get(id) !== r.ownDroneId).at(-1);
     await poll(
       () =>
         this.activity.every((r) => {
           const last = lastFor(r);
-          return last === undefined || r.keys().includes(r.keyedByCursor ? cursors.get(last)! : last);
+          return last === undefined || r.keys().includes(keyOf.get(last)![r.keyedBy]);
         }),
       "every activity stream to deliver the last entry of the log",
       timeoutMs,
       200,
     ).catch(() => {});
-    const ids = new Map(entries.map((e) => [e.cursor, e.id]));
+    const ids = {
+      cursor: new Map(entries.map((e) => [e.cursor, e.id])),
+      message: new Map(entries.map((e) => [e.message, e.id])),
+    };
     for (const record of this.activity) record.rekey(ids);
     await poll(
       async () => {

@@ -24,8 +24,11 @@ export class StreamRecord {
   goingAway = 0;
   /** The drone whose own posts this stream is not sent (an MCP session's seat). */
   ownDroneId: string | undefined;
-  /** Deliveries are keyed by their cube cursor until `rekey` maps them to entry ids (an MCP 2026 listen). */
-  keyedByCursor = false;
+  /**
+   * What a delivery is keyed by until `rekey` maps it to the entry id: `cursor` (an MCP 2026 listen
+   * delivers a line and its cursor) or `message` (an MCP 2025 push delivers the line).
+   */
+  keyedBy: "id" | "cursor" | "message" = "id";
 
   constructor(
     /** e.g. `sse cube #1 (gateway-A)`. */
@@ -45,12 +48,13 @@ export class StreamRecord {
     this.cursor = cursor;
   }
 
-  /** Maps cursor keys to entry ids (`ids`: cursor → id); a cursor it does not know stays (and shows as unexpected). */
-  rekey(ids: ReadonlyMap<string, string>): void {
-    if (!this.keyedByCursor) return;
-    const mapped = this.delivered.map((d) => ({ ...d, key: ids.get(d.key) ?? d.key }));
+  /** Maps its keys to entry ids (`ids`: cursor or message → id); a key it does not know stays (and shows as unexpected). */
+  rekey(ids: { readonly cursor: ReadonlyMap<string, string>; readonly message: ReadonlyMap<string, string> }): void {
+    if (this.keyedBy === "id") return;
+    const map = ids[this.keyedBy];
+    const mapped = this.delivered.map((d) => ({ ...d, key: map.get(d.key) ?? d.key }));
     this.delivered.splice(0, this.delivered.length, ...mapped);
-    this.keyedByCursor = false;
+    this.keyedBy = "id";
   }
 
   /** The delivered keys in order. */

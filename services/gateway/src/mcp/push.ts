@@ -1,9 +1,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { toJson } from "@bufbuild/protobuf";
 import { status } from "@grpc/grpc-js";
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import type { SubscribeActivityResponse } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { EntrySchema, NotificationSchema } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import type { ActivityItem } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import { toStatus } from "@unimatrix/service-kit/grpc";
 import { activityShare, activityWhat, edgeMember, mayReadCube, openActivity } from "../activity-share";
@@ -11,7 +10,7 @@ import type { CredentialDoors } from "../doors";
 import { follow, type Step } from "../follow";
 import { upstreamMetadata } from "../forward";
 import { type SharedUpstreams, sharingKey, subjectsOf } from "../shared-upstream";
-import { PRUNED } from "./format";
+import { PRUNED, renderItems } from "./format";
 import type { McpSessionDeps } from "./session";
 import type { SeatRecord, SessionRecord } from "./session-store";
 
@@ -48,7 +47,7 @@ const sameSeat = (a: SeatRecord | undefined, b: SeatRecord | undefined) =>
   a?.cubeId === b?.cubeId && a?.droneId === b?.droneId && a?.token === b?.token;
 
 function notification(level: LoggingLevel, data: unknown) {
-  return { jsonrpc: "2.0", method: "notifications/message", params: { level, logger: "unimatrix.activity", data } };
+  return { jsonrpc: "2.0", method: "notifications/message", params: { level, logger: "unimatrix", data } };
 }
 
 /**
@@ -204,12 +203,12 @@ export async function servePush(
             // The drone's own post is not pushed back to it (it knows what it said).
             lastEventId = event.value.cursor;
           } else if (event.case === "entry" || event.case === "notification") {
-            // Agents pay per character: a push leaves fields at their defaults out (unlike Connect and SSE).
-            const data =
-              event.case === "entry"
-                ? { event: "entry", entry: toJson(EntrySchema, event.value) }
-                : { event: "notification", notification: toJson(NotificationSchema, event.value) };
-            send("info", data, event.value.cursor);
+            // Agents pay per character: a push is the item's text line (what log_read shows; its #n
+            // is the handle the next call takes), the cube cursor its SSE event id.
+            const item = { item: { case: event.case, value: event.value } } as ActivityItem;
+            for (const { line } of renderItems([item], { droneId: seat.droneId, labels: new Map() })) {
+              send("info", line, event.value.cursor);
+            }
             lastEventId = event.value.cursor;
           } else if (event.case === "heartbeat" || event.case === "ready") {
             if (event.case === "heartbeat") write(": heartbeat\n\n");
