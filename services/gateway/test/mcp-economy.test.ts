@@ -36,6 +36,9 @@ describe("gateway: MCP token economy", () => {
     expect(lines.filter((line) => /^#\d+ ack by \S+: on it: reviewing/.test(line))).toHaveLength(1);
     // Nothing of the agent's own is pushed back to it: the post step received no push.
     expect(report.steps.find((s) => s.name === "post")!.pushes).toBe(0);
+    // Each push is its text line: at most 150 characters an item, the notification's frame included.
+    expect(report.pushedItems).toBeGreaterThanOrEqual(2);
+    expect(total("pushes") / report.pushedItems).toBeLessThanOrEqual(150);
   }, 120_000);
 
   it("on 2026-07-28 the same session takes at most 6 calls and 7,000 characters, with nothing to re-attach", async () => {
