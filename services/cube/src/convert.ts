@@ -12,29 +12,23 @@ import {
   type AttachSeatResponseSchema,
   type DronesSinceResponseSchema,
 } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
-import type { AuthenticateResponseSchema } from "@unimatrix/contracts/unimatrix/cube/v1/identity_service_pb";
 import type { NoticeSchema } from "@unimatrix/contracts/unimatrix/cube/v1/notice_service_pb";
 import {
   type ActivityItemSchema,
   type ClaimSchema,
   ClaimState,
-  type ClientSchema,
-  type CubeGrantSchema,
   type CubeSchema,
   type DecisionSchema,
   DeliveryChannel,
   DronePosture,
   type DroneSchema,
   type EntrySchema,
-  type ExternalIdentitySchema,
   NotificationKind,
   type NotificationSchema,
   type ReceiptSchema,
   RoleClass,
   type RoleSchema,
   SeatState,
-  type TenantSchema,
-  type UserSchema,
   Visibility,
 } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { principalKindOf } from "@unimatrix/service-kit/auth";
@@ -47,26 +41,11 @@ import type { TakeOverDecision } from "./rules/lease";
 import { noticeText } from "./rules/preview";
 import type { SeatStateName } from "./rules/seat";
 import { taxonomyKinds } from "./rules/taxonomy";
-import type {
-  ActivityRow,
-  ApiClient,
-  Claim,
-  Cube,
-  CubeGrant,
-  Decision,
-  DroneRow,
-  ItemRow,
-  Receipt,
-  ResolvedToken,
-  Role,
-  Tenant,
-  User,
-} from "./store/rows";
-import type { ExternalIdentityRow } from "./tables/external-identities";
+import type { ActivityRow, Claim, Cube, Decision, DroneRow, ItemRow, Receipt, Role } from "./store/rows";
 import type { PendingNotice } from "./tables/notices";
 
-const ts = (date: Date) => timestampFromDate(date);
-const optTs = (date: Date | null | undefined) => (date ? timestampFromDate(date) : undefined);
+export const ts = (date: Date) => timestampFromDate(date);
+export const optTs = (date: Date | null | undefined) => (date ? timestampFromDate(date) : undefined);
 
 /** A cube as the caller sees it (with the caller's access level). */
 export function cubeToWire(cube: Cube, callerAccess: number): MessageInitShape<typeof CubeSchema> {
@@ -84,18 +63,6 @@ export function cubeToWire(cube: Cube, callerAccess: number): MessageInitShape<t
     updatedAt: ts(cube.updatedAt),
     retention: { maxAgeSeconds: cube.retentionMaxAgeSeconds ?? 0, maxItems: cube.retentionMaxItems ?? 0 },
     floorCursor: cube.retainedFloor > 0n ? encodeCursor(cube.id, cube.retainedFloor) : "",
-  };
-}
-
-/** An API client (never its credential digests). */
-export function clientToWire(client: ApiClient): MessageInitShape<typeof ClientSchema> {
-  return {
-    id: client.id,
-    tenantId: client.tenantId,
-    name: client.name,
-    createdAt: ts(client.createdAt),
-    credentialIssuedAt: ts(client.credentialIssuedAt),
-    revokedAt: optTs(client.revokedAt),
   };
 }
 
@@ -317,48 +284,6 @@ export function decisionToWire(row: Decision): MessageInitShape<typeof DecisionS
   };
 }
 
-/** A tenant. */
-export function tenantToWire(tenant: Tenant): MessageInitShape<typeof TenantSchema> {
-  return { id: tenant.id, name: tenant.name, createdAt: ts(tenant.createdAt) };
-}
-
-/** A user of a tenant. */
-export function userToWire(user: User): MessageInitShape<typeof UserSchema> {
-  return { id: user.id, tenantId: user.tenantId, displayName: user.displayName, createdAt: ts(user.createdAt) };
-}
-
-/** A client's grant on a cube. */
-export function grantToWire(grant: CubeGrant): MessageInitShape<typeof CubeGrantSchema> {
-  return { clientId: grant.clientId, cubeId: grant.cubeId, access: grant.access, updatedAt: ts(grant.updatedAt) };
-}
-
-/** The Authenticate answer for a resolved token (or the operator, when `resolved` is "operator"). */
-export function authenticatedToWire(
-  resolved: ResolvedToken | "operator",
-  checkedAt: Date,
-): MessageInitShape<typeof AuthenticateResponseSchema> {
-  if (resolved === "operator")
-    return {
-      principal: { kind: principalKindOf("operator"), subjectId: "operator", displayName: "operator" },
-      checkedAt: ts(checkedAt),
-    };
-  const p = resolved.principal;
-  return {
-    principal: {
-      kind: principalKindOf(p.kind),
-      tenantId: p.tenantId ?? "",
-      subjectId: p.subjectId,
-      clientId: p.kind === "drone-session" ? p.clientId : "",
-      cubeId: p.kind === "drone-session" ? p.cubeId : "",
-      droneId: p.kind === "drone-session" ? p.droneId : "",
-      expiresAt: optTs(resolved.expiresAt),
-      credentialId: resolved.credentialId,
-      displayName: resolved.displayName,
-    },
-    checkedAt: ts(checkedAt),
-  };
-}
-
 /** An AttachSeat answer: SESSION_REJECTED alone, or the drone with its session (the token only when new). */
 export function attachToWire(result: AttachResult): MessageInitShape<typeof AttachSeatResponseSchema> {
   if (result.outcome === "rejected") return { outcome: AttachSeatOutcome.SESSION_REJECTED };
@@ -390,17 +315,5 @@ export function noticeToWire(notice: PendingNotice): MessageInitShape<typeof Not
     entryId: notice.entryId ?? "",
     text: noticeText(notice),
     createdAt: ts(notice.createdAt),
-  };
-}
-
-/** A stored link to the company's identity provider. */
-export function externalIdentityToWire(row: ExternalIdentityRow): MessageInitShape<typeof ExternalIdentitySchema> {
-  return {
-    issuer: row.issuer,
-    subject: row.subject,
-    tenantId: row.tenantId,
-    clientId: row.clientId ?? "",
-    userId: row.userId ?? "",
-    createdAt: ts(row.createdAt),
   };
 }

@@ -44,11 +44,12 @@ import {
 } from "./protected-resource";
 import { chargeLookup, RateLimiter } from "./rate-limit";
 import { requestContextOf, withRequestContext } from "./request-context";
+import { observeResponseStart, routeLabel } from "./route-metrics";
 import { SharedUpstreams } from "./shared-upstream";
 import { cubeEvents, machineEvents, type SseDeps } from "./sse";
 import { isConsolePath, serveConsole } from "./static";
 import { codeOfHttpStatus, errorJson, statusRow } from "./status-table";
-import { openUpstreams, PUBLIC_SERVICES } from "./upstreams";
+import { openUpstreams } from "./upstreams";
 
 /** How to start the gateway. */
 export interface GatewayOptions {
@@ -358,34 +359,6 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       return stopping;
     },
   };
-}
-
-/** The Connect paths of the public RPCs: the only paths kept as metric labels. */
-const PUBLIC_PATHS = new Set(
-  PUBLIC_SERVICES.flatMap(({ service }) => service.methods.map((method) => `/${service.typeName}/${method.name}`)),
-);
-
-/** A bounded metrics label for a path: public Connect paths are kept, others folded. */
-function routeLabel(path: string): string {
-  if (PUBLIC_PATHS.has(path)) return path;
-  if (path === "/healthz" || path === "/readyz" || path === "/mcp") return path;
-  if (/^\/v1\/cubes\/[^/]+\/events$/.test(path)) return "/v1/cubes/{cube}/events";
-  if (path === "/v1/machines/events" || path === "/v1/inbox") return path;
-  return "other";
-}
-
-/**
- * Calls `observe` with the seconds until the response's status and headers are written (Node
- * writes implicit headers through `writeHead` too): for a stream, the time it took to open.
- */
-function observeResponseStart(response: ServerResponse, observe: (seconds: number) => void): void {
-  const began = process.hrtime.bigint();
-  const writeHead = response.writeHead;
-  response.writeHead = function (this: ServerResponse, ...args: unknown[]) {
-    response.writeHead = writeHead;
-    observe(Number(process.hrtime.bigint() - began) / 1e9);
-    return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
-  } as typeof writeHead;
 }
 
 /** A single header value (the first when repeated). */

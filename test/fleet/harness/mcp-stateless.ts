@@ -2,17 +2,8 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import type { Acked } from "./grpc";
 import type { GatewayRouter } from "./http";
 import type { Ledger } from "./ledger";
+import { ledgeredPost, type ToolResult } from "./mcp";
 import { pause, StreamRecord } from "./streams";
-
-/** What a tool call answers. */
-interface ToolResult {
-  isError?: boolean;
-  structuredContent?: Record<string, unknown>;
-  content: { type: string; text?: string }[];
-}
-
-/** Tool errors read `CODE: message`; these codes are what a dying upstream produces. */
-const SERVER_SIDE_TOOL_CODES = /^(UNAVAILABLE|INTERNAL|UNKNOWN|DEADLINE_EXCEEDED|DATA_LOSS)\b/;
 
 /** A stock SDK v2 client pinned to revision 2026-07-28 (no initialize, no session), through `router`. */
 async function statelessClient(router: GatewayRouter, token: string, name: string): Promise<Client> {
@@ -104,38 +95,18 @@ export class StatelessAgent {
   }
 
   /** Posts one broadcast through the posting gateway, naming the seat; the acknowledged entry, or undefined. */
-  async post(message: string): Promise<Acked | undefined> {
-    const startedAt = Date.now();
-    const via = this.postRouter.current;
-    try {
-      const result = (await this.poster.callTool(
-        { name: "log_post", arguments: { message, seat: this.#seat } },
-        { timeout: 15_000 },
-      )) as ToolResult;
-      const text = result.content[0]?.text ?? "";
-      const ok = !result.isError;
-      this.ledger.record({
-        surface: "mcp-2026 log_post",
-        via,
-        startedAt,
-        outcome: ok ? "ok" : `tool ${text}`,
-        ok,
-        serverSide: !ok && SERVER_SIDE_TOOL_CODES.test(text),
-      });
-      return ok
-        ? { id: result.structuredContent!.id as string, message, surface: "mcp-2026", at: Date.now() }
-        : undefined;
-    } catch (error) {
-      this.ledger.record({
-        surface: "mcp-2026 log_post",
-        via,
-        startedAt,
-        outcome: `failed: ${(error as Error).message}`,
-        ok: false,
-        serverSide: true,
-      });
-      return undefined;
-    }
+  post(message: string): Promise<Acked | undefined> {
+    return ledgeredPost(
+      this.ledger,
+      "mcp-2026",
+      this.postRouter.current,
+      message,
+      async () =>
+        (await this.poster.callTool(
+          { name: "log_post", arguments: { message, seat: this.#seat } },
+          { timeout: 15_000 },
+        )) as ToolResult,
+    );
   }
 
   /** Posts every `everyMs` until aborted. */

@@ -7,7 +7,7 @@ import type { Ledger } from "./ledger";
 import { pause, StreamRecord } from "./streams";
 
 /** What a tool call answers. */
-interface ToolResult {
+export interface ToolResult {
   isError?: boolean;
   structuredContent?: Record<string, unknown>;
   content: { type: string; text?: string }[];
@@ -15,6 +15,35 @@ interface ToolResult {
 
 /** Tool errors read `CODE: message`; these codes are what a dying upstream produces. */
 const SERVER_SIDE_TOOL_CODES = /^(UNAVAILABLE|INTERNAL|UNKNOWN|DEADLINE_EXCEEDED|DATA_LOSS)\b/;
+
+/**
+ * One `log_post` through `via` as `surface` (`mcp`, `mcp-2026`), written to the ledger: the
+ * acknowledged entry, or undefined (a tool error, or a failed exchange).
+ */
+export async function ledgeredPost(
+  ledger: Ledger,
+  surface: string,
+  via: string,
+  message: string,
+  call: () => Promise<ToolResult>,
+): Promise<Acked | undefined> {
+  const startedAt = Date.now();
+  const record = (outcome: string, ok: boolean, serverSide: boolean) =>
+    ledger.record({ surface: `${surface} log_post`, via, startedAt, outcome, ok, serverSide });
+  try {
+    const result = await call();
+    const text = result.content[0]?.text ?? "";
+    if (result.isError) {
+      record(`tool ${text}`, false, SERVER_SIDE_TOOL_CODES.test(text));
+      return undefined;
+    }
+    record("ok", true, false);
+    return { id: result.structuredContent!.id as string, message, surface, at: Date.now() };
+  } catch (error) {
+    record(`failed: ${(error as Error).message}`, false, true);
+    return undefined;
+  }
+}
 
 /**
  * An agent: the MCP SDK client over streamable HTTP through its gateway router (so after its gateway
@@ -92,36 +121,8 @@ export class McpAgent {
   }
 
   /** Posts one broadcast with `log_post`; the acknowledged entry, or undefined (written to the ledger). */
-  async post(message: string): Promise<Acked | undefined> {
-    const startedAt = Date.now();
-    const via = this.router.current;
-    try {
-      const result = await this.tool("log_post", { message });
-      if (result.isError) {
-        const text = result.content[0]?.text ?? "";
-        this.ledger.record({
-          surface: "mcp log_post",
-          via,
-          startedAt,
-          outcome: `tool ${text}`,
-          ok: false,
-          serverSide: SERVER_SIDE_TOOL_CODES.test(text),
-        });
-        return undefined;
-      }
-      this.ledger.record({ surface: "mcp log_post", via, startedAt, outcome: "ok", ok: true, serverSide: false });
-      return { id: result.structuredContent!.id as string, message, surface: "mcp", at: Date.now() };
-    } catch (error) {
-      this.ledger.record({
-        surface: "mcp log_post",
-        via,
-        startedAt,
-        outcome: `failed: ${(error as Error).message}`,
-        ok: false,
-        serverSide: true,
-      });
-      return undefined;
-    }
+  post(message: string): Promise<Acked | undefined> {
+    return ledgeredPost(this.ledger, "mcp", this.router.current, message, () => this.tool("log_post", { message }));
   }
 
   /** Posts every `everyMs` until aborted. */

@@ -16,7 +16,7 @@ import {
   grantToWire,
   tenantToWire,
   userToWire,
-} from "../convert";
+} from "../convert-identity";
 import type { CubeDeps } from "../deps";
 import { runOp } from "../effects";
 import { revokeCubeGrant, setCubeGrant } from "../ops/cube-grant";

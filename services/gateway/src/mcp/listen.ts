@@ -10,6 +10,7 @@ import { answerOf } from "../status-table";
 import { PRUNED, renderItems } from "./format";
 import { activityStep, type PushDeps } from "./push";
 import type { PushCaps } from "./push-slots";
+import { seatOf } from "./session";
 
 /** The resource a 2026-07-28 agent listens to: its seat's deliveries. */
 const INBOX_URI = "unimatrix://inbox";
@@ -71,13 +72,14 @@ export async function serveInboxListen(
   };
   let seat: { cubeId: string; droneId: string; authorization: string; principal: Principal };
   try {
-    const authorization = wanted.seat ? `Bearer ${wanted.seat}` : bearer;
-    const { principal } = await deps.auth.authenticate(authorization);
-    if (principal.kind !== "drone-session") {
+    const token = wanted.seat ?? bearer.replace(/^Bearer\s+/i, "");
+    const found = await seatOf(deps.auth, token);
+    if (!found) {
       if (wanted.seat) throw new InvalidArgumentError("seat", "is not a session_token from seat_attach");
       throw new InvalidArgumentError(INBOX_URI, "needs ?seat=<session_token> (or the session token as bearer)");
     }
-    seat = { cubeId: principal.cubeId, droneId: principal.droneId, authorization, principal };
+    const { seat: record, principal } = found;
+    seat = { cubeId: record.cubeId, droneId: record.droneId, authorization: `Bearer ${token}`, principal };
   } catch (error) {
     return reject(error);
   }

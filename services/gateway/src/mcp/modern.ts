@@ -2,8 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { toNodeHandler } from "@modelcontextprotocol/node";
 import { classifyInboundRequest, createMcpHandler, type JSONRPCRequest, McpServer } from "@modelcontextprotocol/server";
 import { inboxSubscription } from "./listen";
-import { McpSession, type McpSessionDeps } from "./session";
-import type { SeatRecord } from "./session-store";
+import { McpSession, type McpSessionDeps, seatOf } from "./session";
 import { QuestionTasks, TASKS_EXTENSION } from "./tasks";
 import { INSTRUCTIONS_STATELESS, registerStatelessTools } from "./tools";
 
@@ -17,14 +16,6 @@ export interface StatelessDeps extends McpSessionDeps {
 
 /** How long a host may keep `tools/list` and `server/discover` (the same for every caller). */
 const LIST_TTL_MS = 60 * 60 * 1000;
-
-/** The seat a bearer is by itself: a drone session token as bearer acts as its drone. */
-async function bearerSeat(deps: McpSessionDeps, authorization: string): Promise<SeatRecord | undefined> {
-  const { principal } = await deps.auth.authenticate(authorization);
-  if (principal.kind !== "drone-session") return undefined;
-  const token = authorization.replace(/^Bearer\s+/i, "");
-  return { cubeId: principal.cubeId, roleId: "", droneId: principal.droneId, token };
-}
 
 /**
  * MCP revision 2026-07-28 on `/mcp`, served by the SDK's per-request entry: no `initialize`, no
@@ -40,7 +31,8 @@ export function statelessMcp(deps: StatelessDeps) {
     async ({ requestInfo }) => {
       const authorization = requestInfo?.headers.get("authorization") ?? "";
       const credentialKey = deps.auth.credentialKeyOf(authorization) ?? "";
-      const seat = await bearerSeat(deps, authorization);
+      // A drone session token as bearer is its own seat.
+      const seat = (await seatOf(deps.auth, authorization.replace(/^Bearer\s+/i, "")))?.seat;
       const session = new McpSession(deps, { credentialKey, seat }, authorization, async () => undefined);
       const server = new McpServer(SERVER_INFO, {
         capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } },

@@ -94,12 +94,9 @@ export class McpSession {
    * this request: the token is checked like any credential (a revoked one answers UNAUTHENTICATED).
    */
   async useSeat(token: string): Promise<void> {
-    const { principal } = await this.deps.auth.authenticate(`Bearer ${token}`);
-    if (principal.kind !== "drone-session") {
-      throw new InvalidArgumentError("seat", "is not a session_token from seat_attach");
-    }
-    const seat = { cubeId: principal.cubeId, roleId: "", droneId: principal.droneId, token };
-    this.#record = { ...this.#record, seat };
+    const found = await seatOf(this.deps.auth, token);
+    if (!found) throw new InvalidArgumentError("seat", "is not a session_token from seat_attach");
+    this.#record = { ...this.#record, seat: found.seat };
   }
 
   /** The seat, or FAILED_PRECONDITION saying to attach one (a tool without a `cube_id` input). */
@@ -228,6 +225,19 @@ export class McpSession {
     const metadata = upstreamMetadata(this.deps.internalKey, principal);
     return { metadata, deadline: this.deps.timeoutMs, ...(signal ? { signal } : {}) };
   }
+}
+
+/**
+ * The seat a drone session token is, with the principal it resolved to (checked like any credential:
+ * a revoked one throws UNAUTHENTICATED); undefined for a token of any other kind.
+ */
+export async function seatOf(
+  auth: EdgeAuthenticator,
+  token: string,
+): Promise<{ seat: SeatRecord; principal: EdgeCaller["principal"] } | undefined> {
+  const { principal } = await auth.authenticate(`Bearer ${token}`);
+  if (principal.kind !== "drone-session") return undefined;
+  return { seat: { cubeId: principal.cubeId, roleId: "", droneId: principal.droneId, token }, principal };
 }
 
 /** Contract field names a service error may name, as the tool inputs that carry them. */
