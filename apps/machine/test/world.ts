@@ -53,11 +53,20 @@ export class DaemonProcess {
   readonly exited: Promise<number | null>;
   readonly child: ChildProcess;
 
-  constructor(args: readonly string[], env: NodeJS.ProcessEnv = {}, as?: { uid: number; gid: number }) {
+  /**
+   * `channel` opens fd 3 in the daemon as a socket pair to the test (`child.stdio[3]`), for a
+   * preloaded test helper to talk on.
+   */
+  constructor(
+    args: readonly string[],
+    env: NodeJS.ProcessEnv = {},
+    as?: { uid: number; gid: number },
+    channel = false,
+  ) {
     this.child = spawn(process.execPath, [UNIMATRIX, "machine", "run", ...args], {
       env: { ...process.env, ...env },
       ...(as ?? {}),
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: channel ? ["ignore", "pipe", "pipe", "pipe"] : ["ignore", "pipe", "pipe"],
     });
     let buffer = "";
     this.child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
