@@ -397,7 +397,10 @@ async function main() {
     curve.forEach((c, k) => {
       bench(`cube.fanout.p50_ms.s${c.subscribers}`, pct(c.latencies, 50), "ms");
       bench(`cube.fanout.p99_ms.s${c.subscribers}`, pct(c.latencies, 99), "ms");
-      bench(`cube.fanout.floor_p99_ms.s${c.subscribers}`, pct((curveFloor[k] as typeof c).latencies, 99), "ms");
+      const floorP99 = pct((curveFloor[k] as typeof c).latencies, 99);
+      bench(`cube.fanout.floor_p99_ms.s${c.subscribers}`, floorP99, "ms");
+      // The stable figure issue 31 tracks: the fan-out's p99 over its same-run floor's.
+      bench(`cube.fanout.p99_floor_ratio.s${c.subscribers}`, pct(c.latencies, 99) / floorP99, "ratio");
     });
     bench("cube.delivery.p50_ms.s100", pct(target.latencies, 50), "ms");
     bench("cube.delivery.p99_ms.s100", pct(target.latencies, 99), "ms");

@@ -22,6 +22,13 @@ export type Event = MessageInitShape<typeof SubscribeActivityResponseSchema>;
 const RECHECK_MS = 5_000;
 
 /**
+ * When a stream's next periodic re-check is due: RECHECK_MS to twice that from now, spread at
+ * random so that streams opened together (a fleet reconnecting, a benchmark's subscribers) do not
+ * all query the database on the same delivery.
+ */
+const nextRecheck = () => Date.now() + RECHECK_MS * (1 + Math.random());
+
+/**
  * One open stream: its position in the raw activity order, its viewer, and a bounded queue of
  * events waiting for the consumer.
  */
@@ -34,8 +41,10 @@ export class StreamSink implements ActivityListener {
   terminal: Event | undefined;
   readonly queue: Event[] = [];
   #wake: (() => void) | undefined;
-  #lastCheck = 0;
+  #nextCheck = 0;
   #checking = false;
+  /** Items wait in `#held` until the re-checks in flight end (an access doorbell rang). */
+  #holding = false;
   #recheckAgain = false;
   #held: FedItem[] = [];
 
@@ -52,7 +61,7 @@ export class StreamSink implements ActivityListener {
   ) {
     this.last = start;
     this.viewer = viewer;
-    this.#lastCheck = Date.now();
+    this.#nextCheck = nextRecheck();
   }
 
   /** The cursor of the last position this stream passed (sent or filtered out). */
@@ -63,8 +72,8 @@ export class StreamSink implements ActivityListener {
   /** Items from the feed: queued when visible and contiguous; a gap sends the stream back to the database. */
   push(items: readonly FedItem[]): void {
     if (this.terminal) return;
-    if (this.#checking) {
-      // Access is being re-checked: hold new items so they are filtered with the new viewer.
+    if (this.#holding) {
+      // Access changed and is being re-checked: hold new items so they are filtered with the new viewer.
       this.#held.push(...items);
       return;
     }
@@ -83,7 +92,7 @@ export class StreamSink implements ActivityListener {
       this.last = row.position;
       if (visibleTo(this.viewer, row)) this.queue.push(event);
     }
-    if (Date.now() - this.#lastCheck > RECHECK_MS) this.accessChanged();
+    if (Date.now() > this.#nextCheck) this.#periodicCheck();
     this.signal();
   }
 
@@ -119,22 +128,42 @@ export class StreamSink implements ActivityListener {
     this.end({ event: { case: "closed", value: { reason: StreamCloseReason.SLOW_CONSUMER, cursor: this.cursor() } } });
   }
 
-  /** Re-checks access (coalesced); a revoked principal gets `access_revoked` and the end. */
+  /**
+   * Access changed (a doorbell, a bus reconnect): re-checks it (coalesced), holding new items
+   * until the check ends so none is filtered with the old viewer; a revoked principal gets
+   * `access_revoked` and the end.
+   */
   accessChanged(): void {
     if (this.terminal) return;
+    this.#holding = true;
     if (this.#checking) {
       this.#recheckAgain = true;
       return;
     }
+    this.#startCheck();
+  }
+
+  /**
+   * The periodic re-check (a lost doorbell's safety net): nothing is known to have changed, so
+   * items keep flowing with the current viewer meanwhile. Holding them here stalled every
+   * stream's deliveries behind a database round trip every RECHECK_MS.
+   */
+  #periodicCheck(): void {
+    if (this.terminal || this.#checking) return;
+    this.#startCheck();
+  }
+
+  #startCheck(): void {
     this.#checking = true;
-    this.#lastCheck = Date.now();
+    this.#nextCheck = nextRecheck();
     void this.#recheck().finally(() => {
       this.#checking = false;
       if (this.#recheckAgain) {
         this.#recheckAgain = false;
-        this.accessChanged();
+        this.#startCheck();
         return;
       }
+      this.#holding = false;
       if (this.#held.length > 0) {
         const held = this.#held;
         this.#held = [];
@@ -165,7 +194,7 @@ export class StreamSink implements ActivityListener {
     this.queue.push({
       event: { case: "heartbeat", value: { at: timestampFromDate(this.deps.clock.now()), cursor: this.cursor() } },
     });
-    if (Date.now() - this.#lastCheck > RECHECK_MS) this.accessChanged();
+    if (Date.now() > this.#nextCheck) this.#periodicCheck();
     this.signal();
   }
 
