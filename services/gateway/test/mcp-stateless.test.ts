@@ -285,6 +285,82 @@ describe("gateway: MCP 2026-07-28, stateless, the seat held by the agent", () =>
     await plain.close();
   });
 
+  it("parks a log_wait as a task: a broadcast does not wake a direct-only wait, the direct completes it, the same on every gateway", async () => {
+    const agent = await statelessAgent(system.url, acme.clients[0]!.token);
+    const attached = await agent.tool("seat_attach", { cube_id: acme.cubeId });
+    const seat = attached.structuredContent?.session_token as string;
+    const label = attached.structuredContent?.label as string;
+    await agent.tool("log_read", { seat });
+    await agent.close();
+    const writer = (
+      await call<{ sessionToken: string }>(
+        system,
+        "unimatrix.cube.v1.CubeService/AttachSeat",
+        { cubeId: acme.cubeId, roleId: acme.roleId, hostname: "waker" },
+        acme.clients[1]!.token,
+      )
+    ).sessionToken;
+    const post = (message: string, recipientLabels: string[] = []) =>
+      call(
+        system,
+        "unimatrix.cube.v1.ActivityService/AppendEntry",
+        {
+          cubeId: acme.cubeId,
+          message,
+          visibility: recipientLabels.length > 0 ? "VISIBILITY_DIRECT" : "VISIBILITY_BROADCAST",
+          recipientLabels,
+        },
+        writer,
+      );
+    const rpc = modernRpc(acme.clients[0]!.token);
+
+    const parked = await rpc(system.url, "tools/call", {
+      name: "log_wait",
+      arguments: { seat, only: "direct", timeout_s: 50 },
+    });
+    expect(parked.result).toMatchObject({ resultType: "task", status: "working", pollIntervalMs: 1000 });
+    const taskId = parked.result!.taskId as string;
+    expect((await rpc(other.url, "tasks/get", { taskId })).result).toMatchObject({ taskId, status: "working" });
+
+    await post("for everyone, not what the wait is for");
+    await post("for you alone", [label]);
+    const seen: string[] = [];
+    for (const url of [other.url, system.url, other.url]) {
+      const done = await rpc(url, "tasks/get", { taskId });
+      expect(done.result).toMatchObject({ taskId, status: "completed" });
+      seen.push(JSON.stringify(done.result!.result));
+    }
+    // Every poll, on either gateway, answers the same result: the direct, not the broadcast before it.
+    expect(new Set(seen).size).toBe(1);
+    const text = (JSON.parse(seen[0]!) as { content: { text: string }[] }).content[0]!.text;
+    expect(text).toMatch(/^#\d+ \S+ → you: for you alone\n\(log_read takes your inbox\)$/);
+
+    // Polling moved nothing: the inbox still holds both, once each.
+    const read = await rpc(system.url, "tools/call", { name: "log_read", arguments: { seat } });
+    const lines = (read.result!.content as { text: string }[])[0]!.text.split("\n");
+    expect(lines.filter((l) => l.endsWith("for everyone, not what the wait is for"))).toHaveLength(1);
+    expect(lines.filter((l) => l.endsWith("for you alone"))).toHaveLength(1);
+
+    // With something already waiting, the wait answers at once, not as a task.
+    await post("already here", [label]);
+    const now = await rpc(other.url, "tools/call", { name: "log_wait", arguments: { seat, timeout_s: 50 } });
+    expect(now.result?.resultType).not.toBe("task");
+    expect((now.result!.content as { text: string }[])[0]!.text).toContain("→ you: already here");
+
+    // A parked wait whose time runs out completes with nothing new.
+    const short = await rpc(system.url, "tools/call", { name: "log_wait", arguments: { seat, timeout_s: 1 } });
+    const shortId = short.result!.taskId as string;
+    let last: Record<string, unknown> | undefined;
+    await eventually(async () => {
+      last = (await rpc(other.url, "tasks/get", { taskId: shortId })).result;
+      return last?.status === "completed";
+    }, "the short wait's deadline");
+    expect(last!.result).toMatchObject({
+      content: [{ type: "text", text: "nothing new" }],
+      structuredContent: { items: [] },
+    });
+  });
+
   it("a listen resuming below the retained floor hears once that older activity was pruned, then every entry after the floor", async () => {
     const team = await seedTenant(system, "retained", 2);
     const writer = (

@@ -3,7 +3,7 @@ import { toNodeHandler } from "@modelcontextprotocol/node";
 import { classifyInboundRequest, createMcpHandler, type JSONRPCRequest, McpServer } from "@modelcontextprotocol/server";
 import { inboxSubscription } from "./listen";
 import { McpSession, type McpSessionDeps, seatOf } from "./session";
-import { QuestionTasks, TASKS_EXTENSION } from "./tasks";
+import { McpTasks, TASKS_EXTENSION } from "./tasks";
 import { INSTRUCTIONS_STATELESS, registerStatelessTools } from "./tools";
 
 /** The name and version the gateway reports to MCP clients. */
@@ -26,7 +26,7 @@ const LIST_TTL_MS = 60 * 60 * 1000;
  * check happen before (the `/mcp` door in `handler.ts`).
  */
 export function statelessMcp(deps: StatelessDeps) {
-  const tasks = new QuestionTasks(deps.internalKey);
+  const tasks = new McpTasks(deps.internalKey);
   const entry = createMcpHandler(
     async ({ requestInfo }) => {
       const authorization = requestInfo?.headers.get("authorization") ?? "";

@@ -4,34 +4,25 @@ import {
   ProtocolError,
   ProtocolErrorCode,
 } from "@modelcontextprotocol/server";
-import type { Entry } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { z } from "zod";
 import { answerOf } from "../status-table";
-import { renderEntry } from "./format";
 import { Sealer } from "./sealer";
 import type { McpSession } from "./session";
+import { type QuestionTask, questionState } from "./task-question";
+import type { TaskState } from "./task-state";
+import { type WaitTask, waitState } from "./task-wait";
+import type { WaitFilter } from "./wait";
 
 /** The tasks extension of revision 2026-07-28. */
 export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
 
-/** How often a host should poll `tasks/get` for a question (people take a while). */
-const POLL_INTERVAL_MS = 2_000;
-/** How long a question task lives: its seat's session lifetime at most (cube's default drone session TTL). */
+/** How often a host should poll `tasks/get`: people take a while; a parked wait wakes sooner. */
+const POLL_QUESTION_MS = 2_000;
+const POLL_WAIT_MS = 1_000;
+/** How long a task lives: its seat's session lifetime at most (cube's default drone session TTL). */
 const TASK_TTL_MS = 24 * 60 * 60 * 1000;
 
-/** What a question task is: everything `tasks/get` needs, sealed into its id (no task store). */
-interface QuestionTask {
-  /** The credential that asked (only it may poll). */
-  readonly c: string;
-  /** The asking seat's session token. */
-  readonly s: string;
-  readonly cube: string;
-  /** The question entry and its position. */
-  readonly e: string;
-  readonly n: number;
-  /** Created at (epoch ms). */
-  readonly t: number;
-}
+type Task = QuestionTask | WaitTask;
 
 /** True when the request declared the tasks extension among its client capabilities (the spec's opt-in). */
 export function wantsTasks(ctx: { mcpReq: { envelope?: unknown } }): boolean {
@@ -44,15 +35,16 @@ export function wantsTasks(ctx: { mcpReq: { envelope?: unknown } }): boolean {
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /**
- * Questions to the cube's humans as tasks (the 2026-07-28 tasks extension): a `log_post` with
- * `ask_human` from a host that declared the extension answers with a task handle instead of
- * waiting, and `tasks/get` — on any gateway — reports `working` until a person answers, then
- * `completed` with the answer as the tool result. The task id is the task itself, sealed with the
- * fleet's key (the asking credential, the seat, the question): nothing is stored, so every replica
- * answers for every task and a restart loses none. Whether the question is answered is cube's
- * rule (`Entry.answer_entry_id`), read through the asking seat (a revoked seat fails the task).
+ * Tasks of the 2026-07-28 tasks extension, for a host that declared it: a question to the cube's
+ * humans (`log_post` with `ask_human`) and a `log_wait` with nothing to return yet answer with a
+ * task handle instead of holding the call, and `tasks/get` — on any gateway — reports `working`
+ * until the question is answered or something arrives for the wait, then `completed` with the
+ * tool's result. The task id is the task itself, sealed with the fleet's key (the credential, the
+ * seat, what it waits for): nothing is stored, so every replica answers for every task and a
+ * restart loses none. Every answer is read from cube through the task's seat (a revoked seat
+ * fails the task).
  */
-export class QuestionTasks {
+export class McpTasks {
   readonly #sealer: Sealer;
 
   constructor(
@@ -63,7 +55,7 @@ export class QuestionTasks {
   }
 
   /** The task handle (a `CreateTaskResult`) for the question `entry` the seat just asked. */
-  create(session: McpSession, entry: { id: string; n: number }) {
+  question(session: McpSession, entry: { id: string; n: number }) {
     const seat = session.requireSeat();
     const t = this.now();
     const task: QuestionTask = {
@@ -75,9 +67,7 @@ export class QuestionTasks {
       t,
     };
     return {
-      resultType: "task",
-      ...this.#state(this.#sealer.seal(JSON.stringify(task)), task, t),
-      status: "working",
+      ...this.#created(task),
       statusMessage: `asked the cube's humans as #${entry.n}; waiting for an answer`,
       // The question's handle, as log_post answers it (the tool's output schema).
       content: [],
@@ -85,27 +75,60 @@ export class QuestionTasks {
     };
   }
 
+  /** The task handle for a wait from `from` (a cube cursor) until `timeoutMs` from now. */
+  wait(session: McpSession, from: string, filter: WaitFilter, timeoutMs: number) {
+    const seat = session.requireSeat();
+    const t = this.now();
+    const task: WaitTask = {
+      k: "w",
+      c: session.record.credentialKey,
+      s: seat.token,
+      cube: seat.cubeId,
+      f: from,
+      ...(filter.direct ? { d: 1 as const } : {}),
+      ...(filter.threadRootId !== undefined ? { r: filter.threadRootId } : {}),
+      t,
+      x: t + timeoutMs,
+    };
+    // The SDK checks a tool's answer against its output schema, a task handle too: no items yet.
+    return {
+      ...this.#created(task),
+      statusMessage: "waiting for something new",
+      content: [],
+      structuredContent: { items: [] },
+    };
+  }
+
   /** Registers `tasks/get`, `tasks/update` and `tasks/cancel` on a 2026-07-28 server built for one request. */
   register(server: McpServer, session: McpSession): void {
     const params = z.object({ taskId: z.string().min(1).max(4096) });
     server.server.setRequestHandler("tasks/get", { params }, async ({ taskId }) => this.#get(session, taskId));
-    // Nothing to update: a question task never asks the client anything.
+    // Nothing to update: no task here ever asks the client anything.
     server.server.setRequestHandler("tasks/update", { params: params.passthrough() }, async ({ taskId }) => {
       this.#open(session, taskId);
       return {};
     });
-    // Cooperative cancel: a question once asked stays asked (people may still answer it); the
-    // acknowledgement is all the spec asks, and the task goes on reporting what cube knows.
+    // Cooperative cancel: a question once asked stays asked (people may still answer it) and a
+    // wait holds nothing; the acknowledgement is all the spec asks, and the task goes on
+    // reporting what cube knows.
     server.server.setRequestHandler("tasks/cancel", { params }, async ({ taskId }) => {
       this.#open(session, taskId);
       return {};
     });
   }
 
-  #open(session: McpSession, taskId: string): QuestionTask {
-    let task: QuestionTask | undefined;
+  #created(task: Task) {
+    return {
+      resultType: "task",
+      ...this.#handle(this.#sealer.seal(JSON.stringify(task)), task, task.t),
+      status: "working",
+    };
+  }
+
+  #open(session: McpSession, taskId: string): Task {
+    let task: Task | undefined;
     try {
-      task = JSON.parse(this.#sealer.unseal(taskId)) as QuestionTask;
+      task = JSON.parse(this.#sealer.unseal(taskId)) as Task;
     } catch {
       task = undefined;
     }
@@ -116,13 +139,13 @@ export class QuestionTasks {
     return task;
   }
 
-  #state(taskId: string, task: QuestionTask, updated: number) {
+  #handle(taskId: string, task: Task, updated: number) {
     return {
       taskId,
       createdAt: iso(task.t),
       lastUpdatedAt: iso(updated),
       ttlMs: TASK_TTL_MS,
-      pollIntervalMs: POLL_INTERVAL_MS,
+      pollIntervalMs: task.k === "w" ? POLL_WAIT_MS : POLL_QUESTION_MS,
     };
   }
 
@@ -130,37 +153,19 @@ export class QuestionTasks {
     const task = this.#open(session, taskId);
     try {
       await session.useSeat(task.s);
-      const { root, replies } = await session.upstreams.activity.readThread(
-        { cubeId: task.cube, entryId: task.e },
-        await session.asActor(),
-      );
-      if (!root?.answerEntryId) {
-        return {
-          ...this.#state(taskId, task, this.now()),
-          status: "working",
-          statusMessage: `waiting for the cube's humans to answer #${task.n}`,
-        };
-      }
-      const answer: Entry | undefined = replies.find((reply) => reply.id === root.answerEntryId);
-      const at = answer?.createdAt ? Number(answer.createdAt.seconds) * 1000 : this.now();
-      const line = answer
-        ? renderEntry(answer, { droneId: session.record.seat?.droneId, labels: new Map() }).line
-        : `#${task.n} was answered (the answer is not visible to this seat)`;
+      const state: TaskState =
+        task.k === "w" ? await waitState(session, task, this.now()) : await questionState(session, task, this.now());
       return {
-        ...this.#state(taskId, task, at),
-        status: "completed",
-        statusMessage: `answered #${task.n}`,
-        result: {
-          content: [{ type: "text", text: `answer to #${task.n}: ${line}` }],
-          structuredContent: answer ? { n: Number(answer.position), id: answer.id } : { n: task.n, id: task.e },
-          isError: false,
-        },
+        ...this.#handle(taskId, task, state.at),
+        status: state.status,
+        statusMessage: state.message,
+        ...(state.result ? { result: state.result } : {}),
       };
     } catch (error) {
-      // The seat was revoked or the question is gone: the task failed, saying why (a JSON-RPC error shape).
+      // The seat was revoked or what it waits on is gone: the task failed, saying why (a JSON-RPC error shape).
       const { message, row } = answerOf(error, session.deps.logger, "mcp tasks/get");
       return {
-        ...this.#state(taskId, task, this.now()),
+        ...this.#handle(taskId, task, this.now()),
         status: "failed",
         statusMessage: `${row.grpcName}: ${message}`,
         error: { code: row.rpc, message: `${row.grpcName}: ${message}` },

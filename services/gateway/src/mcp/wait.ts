@@ -21,7 +21,7 @@ export interface WaitFilter {
 }
 
 /** True when `item` (not the drone's own) is what the wait is for. */
-function wakes(item: ActivityItem, droneId: string, filter: WaitFilter): boolean {
+export function wakes(item: ActivityItem, droneId: string, filter: WaitFilter): boolean {
   if (item.item.case === "entry") {
     const entry: Entry = item.item.value;
     if (entry.author?.droneId === droneId) return false;

@@ -5,7 +5,7 @@ import { AttachSeatRequestSchema } from "@unimatrix/contracts/unimatrix/cube/v1/
 import { z } from "zod";
 import { contractString } from "../contract-schema";
 import type { McpSession } from "../session";
-import { type QuestionTasks, wantsTasks } from "../tasks";
+import { type McpTasks, wantsTasks } from "../tasks";
 import { cubeGet } from "./cube-get";
 import { cubeList } from "./cube-list";
 import { decisionList } from "./decision-list";
@@ -18,7 +18,7 @@ import { logAck } from "./log-ack";
 import { logClaim } from "./log-claim";
 import { logPost } from "./log-post";
 import { logRead } from "./log-read";
-import { logWait } from "./log-wait";
+import { logWait, parkedWait } from "./log-wait";
 import { machinesList } from "./machines-list";
 import { receipts } from "./receipts";
 import { seatAttach } from "./seat-attach";
@@ -114,7 +114,7 @@ let statelessList: ListToolsResult | undefined;
  * drone the call acts as; without one the call acts as the bearer (a drone session token as
  * bearer is its own seat).
  */
-export function registerStatelessTools(server: StatelessServer, session: McpSession, tasks?: QuestionTasks): void {
+export function registerStatelessTools(server: StatelessServer, session: McpSession, tasks?: McpTasks): void {
   for (const tool of STATELESS_TOOLS) {
     server.registerTool(
       tool.name,
@@ -131,10 +131,15 @@ export function registerStatelessTools(server: StatelessServer, session: McpSess
       ) =>
         session.guard(async () => {
           if (typeof seat === "string") await session.useSeat(seat);
+          // A wait from a host that takes tasks: parked as a task when nothing is there yet.
+          if (tasks && tool.name === "log_wait" && wantsTasks(ctx)) {
+            const parked = await parkedWait(session, input, ctx.mcpReq.signal);
+            if (parked) return tasks.wait(session, parked.from, parked.filter, parked.timeoutMs) as never;
+          }
           const result = await tool.run(session, input as never, ctx.mcpReq.signal);
           // A question to the cube's humans, from a host that takes tasks: a handle to poll, not a wait.
           if (tasks && tool.name === "log_post" && input.ask_human === true && !result.isError && wantsTasks(ctx)) {
-            return tasks.create(session, result.structuredContent as { n: number; id: string }) as never;
+            return tasks.question(session, result.structuredContent as { n: number; id: string }) as never;
           }
           return result;
         }, tool.name)) as never,
