@@ -10,31 +10,71 @@ export interface RpcAnswer {
  */
 export function modernRpc(bearer: string) {
   let id = 0;
-  return async (url: string, method: string, params: Record<string, unknown>, as = bearer): Promise<RpcAnswer> => {
-    const name = (params.name ?? params.taskId) as string | undefined;
-    const answer = await fetch(`${url}/mcp`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${as}`,
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": method,
-        ...(name ? { "mcp-name": name } : {}),
-      },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: ++id,
-        method,
-        params: {
-          ...params,
-          _meta: {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
-          },
+  return async (url: string, method: string, params: Record<string, unknown>, as = bearer): Promise<RpcAnswer> =>
+    (await modernPost(url, method, params, as, ++id)).json() as Promise<RpcAnswer>;
+}
+
+/** One 2026-07-28 request as fetch sends it; `tasks: false` leaves the tasks extension undeclared. */
+export function modernPost(
+  url: string,
+  method: string,
+  params: Record<string, unknown>,
+  bearer: string,
+  id: number,
+  { tasks = true } = {},
+): Promise<Response> {
+  const name = (params.name ?? params.taskId) as string | undefined;
+  return fetch(`${url}/mcp`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${bearer}`,
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-protocol-version": "2026-07-28",
+      "mcp-method": method,
+      ...(name ? { "mcp-name": name } : {}),
+    },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id,
+      method,
+      params: {
+        ...params,
+        _meta: {
+          "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+          "io.modelcontextprotocol/clientCapabilities": tasks
+            ? { extensions: { "io.modelcontextprotocol/tasks": {} } }
+            : {},
         },
-      }),
-    });
-    return (await answer.json()) as RpcAnswer;
-  };
+      },
+    }),
+  });
+}
+
+/** A `subscriptions/listen` read as it streams: every JSON-RPC message in order, and when it ended. */
+export async function modernListen(url: string, bearer: string, params: Record<string, unknown>) {
+  const answer = await modernPost(url, "subscriptions/listen", params, bearer, 1);
+  const messages: { method?: string; params?: Record<string, unknown>; result?: Record<string, unknown> }[] = [];
+  const reader = answer.body!.pipeThrough(new TextDecoderStream()).getReader();
+  const ended = (async () => {
+    let buffer = "";
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      buffer += value;
+      let end = buffer.indexOf("\n\n");
+      while (end >= 0) {
+        const data = buffer
+          .slice(0, end)
+          .split("\n")
+          .filter((line) => line.startsWith("data: "))
+          .map((line) => line.slice(6))
+          .join("\n");
+        if (data) messages.push(JSON.parse(data));
+        buffer = buffer.slice(end + 2);
+        end = buffer.indexOf("\n\n");
+      }
+    }
+  })();
+  return { status: answer.status, messages, ended, cancel: () => reader.cancel() };
 }

@@ -9,7 +9,7 @@ import { chargeAddress } from "../forward";
 import { wwwAuthenticate } from "../protected-resource";
 import type { RateLimiter } from "../rate-limit";
 import { answerOf, statusRow, TOO_LARGE_HTTP } from "../status-table";
-import { serveInboxListen } from "./listen";
+import { serveListen } from "./listen";
 import { SERVER_INFO, statelessMcp } from "./modern";
 import { type PushDeps, servePush } from "./push";
 import { openPushSlots, type PushCaps } from "./push-slots";
@@ -163,7 +163,7 @@ export function mcpHandler(deps: McpDeps) {
     // 2026-07-28 (a request with the `_meta` envelope): no session, served by the SDK's per-request entry.
     const route = revokedSession ? "legacy" : stateless.route(request, body);
     if (route === "sdk") return stateless.serve(request, response, body);
-    if (route !== "legacy") return serveInboxListen(deps, request, response, route.listen, credentialKey);
+    if (route !== "legacy") return serveListen(deps, stateless.tasks, request, response, route.listen, credentialKey);
     if (revokedSession && !onlyToolCalls(body)) {
       response.setHeader("www-authenticate", wwwAuthenticate(deps.auth.resource, "mcp", "invalid_token"));
       return refuse(

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { toNodeHandler } from "@modelcontextprotocol/node";
 import { classifyInboundRequest, createMcpHandler, type JSONRPCRequest, McpServer } from "@modelcontextprotocol/server";
-import { inboxSubscription } from "./listen";
+import { listenOf } from "./listen";
 import { McpSession, type McpSessionDeps, seatOf } from "./session";
 import { McpTasks, TASKS_EXTENSION } from "./tasks";
 import { INSTRUCTIONS_STATELESS, registerStatelessTools } from "./tools";
@@ -56,8 +56,9 @@ export function statelessMcp(deps: StatelessDeps) {
   return {
     /**
      * Who serves the request, as the SDK's own classifier decides the era: `legacy` (2025-11-25:
-     * no `_meta` envelope, GET, DELETE), a `subscriptions/listen` on the seat's inbox (served by
-     * `serveInboxListen`), or the SDK's 2026-07-28 entry (which also answers every rejection).
+     * no `_meta` envelope, GET, DELETE), a `subscriptions/listen` for the seat's inbox or for task
+     * notifications (served by `serveListen`), or the SDK's 2026-07-28 entry (which also answers
+     * every rejection).
      */
     route(request: IncomingMessage, body: unknown): "legacy" | "sdk" | { readonly listen: JSONRPCRequest } {
       const header = (name: string) => {
@@ -76,7 +77,7 @@ export function statelessMcp(deps: StatelessDeps) {
         outcome.kind === "modern" &&
         outcome.messageKind === "request" &&
         outcome.message.method === "subscriptions/listen" &&
-        inboxSubscription(outcome.message) !== undefined
+        listenOf(outcome.message) !== undefined
       ) {
         return { listen: outcome.message };
       }
@@ -85,6 +86,8 @@ export function statelessMcp(deps: StatelessDeps) {
     serve(request: IncomingMessage, response: ServerResponse, body: unknown): Promise<void> {
       return serve(request, response, body);
     },
+    /** The task registry `tasks/get` answers from, which a listen's task notifications read too. */
+    tasks,
     close: () => entry.close(),
   };
 }

@@ -24,13 +24,27 @@ const TASK_TTL_MS = 24 * 60 * 60 * 1000;
 
 type Task = QuestionTask | WaitTask;
 
-/** True when the request declared the tasks extension among its client capabilities (the spec's opt-in). */
-export function wantsTasks(ctx: { mcpReq: { envelope?: unknown } }): boolean {
-  const envelope = ctx.mcpReq.envelope as
-    | Record<string, { extensions?: Record<string, unknown> } | undefined>
-    | undefined;
-  return envelope?.[CLIENT_CAPABILITIES_META_KEY]?.extensions?.[TASKS_EXTENSION] !== undefined;
+/** True when a request's `_meta` envelope declares the tasks extension among its client capabilities (the spec's opt-in). */
+export function declaresTasks(envelope: unknown): boolean {
+  const meta = envelope as Record<string, { extensions?: Record<string, unknown> } | undefined> | undefined;
+  return meta?.[CLIENT_CAPABILITIES_META_KEY]?.extensions?.[TASKS_EXTENSION] !== undefined;
 }
+
+/** True when the tool call being served declared the tasks extension. */
+export function wantsTasks(ctx: { mcpReq: { envelope?: unknown } }): boolean {
+  return declaresTasks(ctx.mcpReq.envelope);
+}
+
+/** A task as a listen watches it: whose seat reads it, in which cube, and until when a wait waits. */
+export interface WatchedTask {
+  readonly taskId: string;
+  readonly seat: string;
+  readonly cube: string;
+  readonly deadline?: number;
+}
+
+/** Where a task stands, as `tasks/get` answers it and `notifications/tasks` carries it. */
+export type DetailedTask = Awaited<ReturnType<McpTasks["detail"]>>;
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -102,7 +116,7 @@ export class McpTasks {
   /** Registers `tasks/get`, `tasks/update` and `tasks/cancel` on a 2026-07-28 server built for one request. */
   register(server: McpServer, session: McpSession): void {
     const params = z.object({ taskId: z.string().min(1).max(4096) });
-    server.server.setRequestHandler("tasks/get", { params }, async ({ taskId }) => this.#get(session, taskId));
+    server.server.setRequestHandler("tasks/get", { params }, async ({ taskId }) => this.detail(session, taskId));
     // Nothing to update: no task here ever asks the client anything.
     server.server.setRequestHandler("tasks/update", { params: params.passthrough() }, async ({ taskId }) => {
       this.#open(session, taskId);
@@ -125,17 +139,29 @@ export class McpTasks {
     };
   }
 
-  #open(session: McpSession, taskId: string): Task {
+  /** The tasks among `taskIds` that credential `credentialKey` owns (the others are unknown to it). */
+  watchable(credentialKey: string, taskIds: readonly string[]): WatchedTask[] {
+    return taskIds.flatMap((taskId) => {
+      const task = this.#unseal(credentialKey, taskId);
+      if (!task) return [];
+      return [{ taskId, seat: task.s, cube: task.cube, ...(task.k === "w" ? { deadline: task.x } : {}) }];
+    });
+  }
+
+  #unseal(credentialKey: string, taskId: string): Task | undefined {
     let task: Task | undefined;
     try {
       task = JSON.parse(this.#sealer.unseal(taskId)) as Task;
     } catch {
-      task = undefined;
+      return undefined;
     }
     // Another credential's task is as unknown as a made-up id.
-    if (!task || task.c !== session.record.credentialKey) {
-      throw new ProtocolError(ProtocolErrorCode.InvalidParams, "taskId: unknown task");
-    }
+    return task.c === credentialKey ? task : undefined;
+  }
+
+  #open(session: McpSession, taskId: string): Task {
+    const task = this.#unseal(session.record.credentialKey, taskId);
+    if (!task) throw new ProtocolError(ProtocolErrorCode.InvalidParams, "taskId: unknown task");
     return task;
   }
 
@@ -149,7 +175,8 @@ export class McpTasks {
     };
   }
 
-  async #get(session: McpSession, taskId: string) {
+  /** Where task `taskId` stands now, read from cube through its seat (`tasks/get`'s answer). */
+  async detail(session: McpSession, taskId: string) {
     const task = this.#open(session, taskId);
     try {
       await session.useSeat(task.s);
