@@ -6,8 +6,8 @@ import { McpSession, type McpSessionDeps, seatOf } from "./session";
 import { McpTasks, TASKS_EXTENSION } from "./tasks";
 import { INSTRUCTIONS_STATELESS, registerStatelessTools } from "./tools";
 
-/** The name and version the gateway reports to MCP clients. */
-export const SERVER_INFO = { name: "unimatrix", version: "0.1.0" };
+/** The name and release the gateway reports to MCP clients (the root package.json's version; a test holds them equal). */
+export const SERVER_INFO = { name: "unimatrix", version: "0.2.0" };
 
 /** What the 2026-07-28 leg needs. */
 export interface StatelessDeps extends McpSessionDeps {
