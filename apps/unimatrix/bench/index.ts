@@ -4,6 +4,7 @@
 //   BENCH embedded.ready_s.warm    the same on the data directory the first start left
 //   BENCH embedded.rss_mb.idle     resident memory of the process, settled after start
 //   BENCH embedded.rss_mb.load     resident memory after 1,000 appends with 100 SSE streams open
+//   BENCH mcp.*.embedded           the MCP agent path on it (services/gateway/bench/mcp-path.ts)
 // RSS is read from /proc/<pid>/status (VmRSS), so it counts everything: V8 heaps and WebAssembly.
 import { type ChildProcess, execFileSync } from "node:child_process";
 import { once } from "node:events";
@@ -11,6 +12,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readSseFrames, spawnSystem } from "@unimatrix/service-kit/testing";
+import { mcpPath } from "../../../services/gateway/bench/mcp-path";
 import { SERVICE_NAMES } from "../src/services";
 
 const root = join(__dirname, "..", "..", "..");
@@ -34,6 +36,7 @@ function rssMb(pid: number): number {
 interface Started {
   readonly child: ChildProcess;
   readonly gateway: string;
+  readonly metrics: string;
   readonly readySeconds: number;
 }
 
@@ -43,7 +46,7 @@ async function start(dataDir: string): Promise<Started> {
   if (!process.env.BENCH_START)
     execFileSync(process.execPath, [join(root, "scripts", "ensure-built.mjs")], { cwd: root });
   const [script, ...args] = START;
-  const { child, ports } = await spawnSystem({
+  const { child, ports, metricsPorts } = await spawnSystem({
     entry: join(root, script!),
     args,
     cwd: root,
@@ -66,7 +69,8 @@ async function start(dataDir: string): Promise<Started> {
     if (ok) break;
     await sleep(20);
   }
-  return { child, gateway, readySeconds: (nowMs() - began) / 1000 };
+  const metrics = `http://127.0.0.1:${metricsPorts.gateway}/metrics`;
+  return { child, gateway, metrics, readySeconds: (nowMs() - began) / 1000 };
 }
 
 async function stop(child: ChildProcess): Promise<void> {
@@ -189,6 +193,7 @@ async function main() {
       process.stdout.write(`(load: ${APPENDS} appends, ${STREAMS} SSE streams, ${delivered}/${expected} delivered)\n`);
       bench("rss_mb.load", rss, "mb");
       await close();
+      await mcpPath(warm.gateway, operator, warm.metrics, ".embedded");
     } finally {
       await stop(warm.child);
     }

@@ -5,7 +5,8 @@
 //     machine holds), append→delivery latency at a fixed append rate, every delivery checked to
 //     arrive exactly once on every stream; beside each step its floor, the same readers and rate
 //     against a bare SSE server (bench/sse-floor.ts: one pg INSERT + Redis publish per entry);
-//  3. the MCP token economy (mcp-economy.ts): a scripted agent session's calls and characters.
+//  3. the MCP token economy (mcp-economy.ts): a scripted agent session's calls and characters;
+//  4. the MCP agent path (mcp-path.ts): log_post beside Connect, post → listen, post → log_wait.
 // Prints `BENCH` lines.
 // The system (four services on Postgres + Redis) runs in a child process, as `npm start` runs it,
 // so the client's CPU is not the server's.
@@ -33,6 +34,7 @@ import {
 import { Redis } from "ioredis";
 import pg from "pg";
 import { mcpEconomy, printEconomy } from "./mcp-economy";
+import { mcpPath } from "./mcp-path";
 
 const OPERATOR = "umx_operator_gatewaybench_0123456789abcdef";
 const KEY = "gateway-bench-internal-key-0123456789abcdef";
@@ -224,7 +226,7 @@ async function main() {
   const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${database}`);
-  const { child, ports } = await startSystem(database);
+  const { child, ports, metricsPorts } = await startSystem(database);
   const gateway = `http://127.0.0.1:${ports.gateway}`;
   const echo = createServer((req, res) => {
     req.resume();
@@ -270,6 +272,8 @@ async function main() {
 
     // 3 (first: it is short and needs a quiet system). The MCP token economy.
     printEconomy(await mcpEconomy(gateway, OPERATOR), await mcpEconomy(gateway, OPERATOR, "2026-07-28"));
+    // 4 (also on a quiet system). The agent path.
+    await mcpPath(gateway, OPERATOR, `http://127.0.0.1:${metricsPorts.gateway}/metrics`);
 
     // 1. Unary.
     const body = JSON.stringify({ cubeId: cube.id });
