@@ -22,7 +22,7 @@ import { McpAgent } from "./mcp";
 import { StatelessAgent } from "./mcp-stateless";
 import { poll } from "./processes";
 import { StreamRecord } from "./streams";
-import { readLog, replayTransitions } from "./truth";
+import { type LogEntry, readLog, replayTransitions } from "./truth";
 import { seedWorld, type World } from "./world";
 
 /** Clients of the world, by job. */
@@ -276,12 +276,16 @@ export class Scenario {
   /**
    * After the load: the truth (the cube's log after genesis, the presence transitions after each
    * watcher's start), once every stream had the chance to deliver it (polled, with a deadline).
+   * `tapped` replaces the read of the log when the run pruned it (a `LogTap`'s entries).
    */
   async settle(
     timeoutMs = 30_000,
+    tapped?: () => Promise<LogEntry[]>,
   ): Promise<{ log: string[]; transitions: Map<StreamRecord, string[]>; authors: Map<string, string> }> {
     const { world } = this;
-    const entries = await readLog(this.#activity, this.#token("grpcReader"), world.cubeId, this.genesis);
+    const entries = tapped
+      ? await tapped()
+      : await readLog(this.#activity, this.#token("grpcReader"), world.cubeId, this.genesis);
     const log = entries.map((e) => e.id);
     const authors = new Map(entries.map((e) => [e.id, e.authorDroneId]));
     const keyOf = new Map(entries.map((e) => [e.id, { id: e.id, cursor: e.cursor, message: e.message }]));

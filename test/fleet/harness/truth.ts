@@ -3,14 +3,22 @@ import type { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/
 import type { TypedClient } from "@unimatrix/service-kit/grpc";
 import { bearer } from "./grpc";
 
+/** One entry of the cube's log, as the truth keeps it. */
+export interface LogEntry {
+  readonly id: string;
+  readonly message: string;
+  readonly cursor: string;
+  readonly authorDroneId: string;
+}
+
 /** The cube's log after `after`, read page by page from Postgres through ReadActivity: the truth. */
 export async function readLog(
   client: TypedClient<typeof ActivityService>,
   token: string,
   cubeId: string,
   after: string,
-): Promise<{ id: string; message: string; cursor: string; authorDroneId: string }[]> {
-  const entries: { id: string; message: string; cursor: string; authorDroneId: string }[] = [];
+): Promise<LogEntry[]> {
+  const entries: LogEntry[] = [];
   let cursor = after;
   for (;;) {
     const page = await client.readActivity({ cubeId, cursor, pageSize: 500 }, bearer(token, { deadline: 10_000 }));
