@@ -28,7 +28,7 @@ export interface FleetOptions {
 }
 
 /** A fresh Postgres database for one run (services keep fixed schema names, so a run gets its own database). */
-async function createDatabase(name: string): Promise<string> {
+export async function createDatabase(name: string): Promise<string> {
   const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
   await admin.connect();
   try {
@@ -41,7 +41,8 @@ async function createDatabase(name: string): Promise<string> {
   return url.toString();
 }
 
-async function dropDatabase(name: string): Promise<void> {
+/** Drops a run's database (its sessions are ended first). */
+export async function dropDatabase(name: string): Promise<void> {
   const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
   await admin.connect();
   try {
@@ -192,6 +193,21 @@ export class Fleet {
     await target.start();
     await target.waitReady(timeoutMs);
     this.note(`${target.name} ready`);
+  }
+
+  /**
+   * Stops every process (SIGTERM) and starts each again on its port against another database and
+   * bus prefix (a restored copy, an empty Redis namespace), in the usual order; waits until ready.
+   */
+  async moveTo(databaseUrl: string, busPrefix: string): Promise<void> {
+    await Promise.all(this.gateways.map((p) => p.stop(5_000)));
+    await Promise.all([...this.presence, ...this.cube, this.device].map((p) => p.stop(5_000)));
+    const env = { DATABASE_URL: databaseUrl, UMX_BUS_PREFIX: busPrefix };
+    for (const group of [[...this.cube, this.device], this.presence, this.gateways]) {
+      await Promise.all(group.map((p) => p.start(env)));
+      await Promise.all(group.map((p) => p.waitReady()));
+    }
+    this.note(`every process started again on ${new URL(databaseUrl).pathname.slice(1)}, bus prefix ${busPrefix}`);
   }
 
   /** Seconds since the fleet started (for readable logs). */
