@@ -87,6 +87,9 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
   /** The entries written after the restore, in order, with cursors. */
   const written: Entry[] = [];
   const credentials: Record<string, string> = {};
+  /** Waits that timed out after the restore (recorded and asserted, so each check still reports what it saw). */
+  const stalls: string[] = [];
+  const stalled = (error: Error) => void stalls.push(error.message);
 
   beforeAll(async () => {
     fleet = await Fleet.start({
@@ -179,6 +182,27 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
       signal: AbortSignal.timeout(5_000),
     });
     ahead.sse = `${sseAnswer.status} ${((await sseAnswer.json().catch(() => ({}))) as { code?: string }).code}`;
+    ahead.mcpListen = await (async () => {
+      const probes = new Ledger();
+      const agent = await StatelessAgent.open(
+        new GatewayRouter(() => fleet.gatewayUrls(), probes, "mcp-2026 probe listen", 0),
+        new GatewayRouter(() => fleet.gatewayUrls(), probes, "mcp-2026 probe post", 0),
+        token(MCP),
+        probes,
+        "mcp-2026 listen from a post-dump cursor",
+        beyond,
+      );
+      await agent.attach(world.cubeId, world.roleId);
+      const stop = new AbortController();
+      const listening = agent.listenLoop(stop.signal);
+      await poll(() => agent.record.breaks.length > 0, "the listen from a post-dump cursor to end", 10_000).catch(
+        () => {},
+      );
+      stop.abort();
+      await listening;
+      await agent.close();
+      return `${agent.record.breaks[0]?.reason ?? "still listening"}; ${agent.record.delivered.length} delivered`;
+    })();
     ahead.watchMachines = await (async () => {
       const controller = new AbortController();
       const stream = watch.watchMachines(
@@ -246,7 +270,10 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
       ),
     );
     resumedPresence.push(machinesRecord, sseMachinesRecord);
-    await poll(() => [...resumed, ...resumedPresence].every((r) => r.readyCount > 0), "the resumed streams to be live");
+    await poll(
+      () => [...resumed, ...resumedPresence].every((r) => r.readyCount > 0),
+      "the resumed streams to be live",
+    ).catch(stalled);
 
     // Every credential issued before the dump: the user's, each client's, the seat's (drone), each machine's.
     const connect = async (path: string, body: unknown, bearerToken: string) => {
@@ -271,13 +298,17 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
           (m) => !m.linked,
         ),
       "presence to unlink the machines the dump had linked",
-    );
+    ).catch(stalled);
     const linking = new AbortController();
     const stats = new Map<string, LinkStats>(world.machines.map((m) => [m.id, { links: 0, unlinks: 0, broken: 0 }]));
     const cycles = world.machines.map((m) =>
       cycleLinks(link, m, after, scenario.peerName, stats.get(m.id)!, linking.signal, 100),
     );
-    await poll(() => [...stats.values()].every((s) => s.unlinks >= 1), "each machine to link and unlink once");
+    await poll(
+      () => [...stats.values()].every((s) => s.unlinks >= 1),
+      "each machine to link and unlink once",
+      15_000,
+    ).catch(stalled);
     linking.abort();
     await Promise.all(cycles);
     for (const m of world.machines) {
@@ -319,20 +350,24 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
       "every resumed activity stream to deliver the last entry",
       30_000,
       100,
-    ).catch(() => {});
+    ).catch(stalled);
     listener.record.rekey({
       cursor: new Map([...restored, ...written].map((e) => [e.cursor, e.id])),
       message: new Map(),
     });
-    const replay = await replayTransitions(watch, world.userToken, noted.machines);
-    truths.set(machinesRecord, replay);
-    truths.set(sseMachinesRecord, await replayTransitions(watch, world.userToken, noted.sseMachines));
+    const replay = (cursor: string) =>
+      replayTransitions(watch, world.userToken, cursor).catch((error: Error) => {
+        stalled(error);
+        return [];
+      });
+    truths.set(machinesRecord, await replay(noted.machines));
+    truths.set(sseMachinesRecord, await replay(noted.sseMachines));
     await poll(
-      () => resumedPresence.every((r) => r.keys().includes(truths.get(r)!.at(-1)!)),
+      () => resumedPresence.every((r) => truths.get(r)!.length === 0 || r.keys().includes(truths.get(r)!.at(-1)!)),
       "every resumed presence stream to deliver the last transition",
       30_000,
       100,
-    ).catch(() => {});
+    ).catch(stalled);
     streams.abort();
     for (const source of sources) source.close();
     await listener.close();
@@ -374,6 +409,7 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
   });
 
   it("streams resumed from pre-backup cursors deliver exactly what follows them, restored and new, in order (gRPC, SSE, MCP, presence)", () => {
+    expect(stalls).toEqual([]);
     const reports = [...resumed, ...resumedPresence].map((r) => compareSequence(r.name, truths.get(r)!, r.keys()));
     expect(summary(reports)).toEqual(Object.fromEntries(reports.map((r) => [r.name, "exact"])));
     // Each activity stream's truth is the restored log after its cursor, then what was written after the restore.
@@ -394,11 +430,15 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
     });
   });
 
-  it("a cursor handed out after the dump is ahead of the restored log (INVALID_ARGUMENT, SSE 400, presence reset), then silently skips once the log grows past it", () => {
+  it("a cursor handed out after the dump is ahead of the restored log (INVALID_ARGUMENT, SSE 400, MCP listen ends, presence reset), then silently skips once the log grows past it", () => {
     expect(ahead).toEqual({
       readActivity: expect.stringMatching(/^INVALID_ARGUMENT: .*ahead of the cube's activity/),
       subscribeActivity: expect.stringMatching(/^INVALID_ARGUMENT: .*ahead of the cube's activity/),
       sse: "400 invalid_argument",
+      // A gap, recorded as it is today: an MCP 2026 listen from such a cursor ends at once as if
+      // complete (the gateway logs the INVALID_ARGUMENT), so the agent is not told and an SDK loop
+      // that listens again from its cursor spins. Should be an error answer naming `after`.
+      mcpListen: "listen ended (graceful); 0 delivered",
       watchMachines: "snapshot reset=true",
     });
     // Positions are reused: once the restored log passes the cursor, it resumes after that position,
