@@ -4,7 +4,7 @@ import { promisify } from "node:util";
 const run = promisify(execFile);
 
 /** The schemas the services keep (fixed names, one per service): what a backup holds. */
-export const SERVICE_SCHEMAS = ["cube", "device", "presence"] as const;
+const SERVICE_SCHEMAS = ["cube", "device", "presence"] as const;
 
 /** What one `pg_dump` took: its file and when the command started and ended (epoch ms). */
 export interface Dump {
