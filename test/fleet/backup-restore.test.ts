@@ -1,13 +1,13 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { status as grpcStatus } from "@grpc/grpc-js";
 import { Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import { uniqueName } from "@unimatrix/service-kit/testing";
 import { type Dump, dumpSchemas, positionOf, restoreSchemas } from "./harness/backup";
+import { type ProbeAnswers, probeCursors } from "./harness/cursor-probes";
 import { createDatabase, dropDatabase, Fleet } from "./harness/fleet";
 import { followSse } from "./harness/gateway-clients";
 import {
@@ -55,8 +55,18 @@ const READER = 4;
 const SSE = 5;
 const WATCHER = 6;
 const SEAT_HOLDER = 8;
+/** Revoked after the dump. */
+const REVOKED = 9;
 
-const codeName = (error: unknown) => grpcStatus[(error as { code?: number }).code ?? -1] ?? String(error);
+/** A Connect JSON call through a gateway: its HTTP status and body. */
+async function connect(gateway: string, path: string, body: unknown, bearerToken: string) {
+  const answer = await fetch(`${gateway}/unimatrix.${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${bearerToken}` },
+    body: JSON.stringify(body),
+  });
+  return { status: answer.status, body: (await answer.json()) as Record<string, unknown> };
+}
 
 describe("fleet: a backup taken under load, restored into a fresh database; the fleet resumes on it", () => {
   let fleet: Fleet;
@@ -81,12 +91,14 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
   /** The presence transitions a stream saw between its noted cursor and the dump (must open the replay). */
   let presenceBeforeDump: string[] = [];
   /** Answers to cursors handed out after the dump (on the restored fleet, before anything new). */
-  const ahead: Record<string, string> = {};
+  let ahead: ProbeAnswers | undefined;
   /** The same post-dump cursor once the restored log grew past it: what ReadActivity returns from it. */
   let fromAheadLater: string[] = [];
   /** The entries written after the restore, in order, with cursors. */
   const written: Entry[] = [];
   const credentials: Record<string, string> = {};
+  /** What two credentials changed after the dump answered before the fleet stopped (HTTP status). */
+  const beforeRestore: Record<string, number> = {};
   /** Waits that timed out after the restore (recorded and asserted, so each check still reports what it saw). */
   const stalls: string[] = [];
   const stalled = (error: Error) => void stalls.push(error.message);
@@ -103,7 +115,7 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
         },
       },
     });
-    scenario = await Scenario.start(fleet, "sticky", SEAT_HOLDER + 1);
+    scenario = await Scenario.start(fleet, "sticky", REVOKED + 1);
     const { world } = scenario;
     const token = (i: number) => world.clients[i]!.token;
     // A drone credential issued before the backup: a seat taken over Connect, as any script does.
@@ -133,6 +145,17 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
     dumpDir = mkdtempSync(join(tmpdir(), "umx-fleet-backup-"));
     dump = await dumpSchemas(fleet.databaseUrl, join(dumpDir, "unimatrix.dump"));
     fleet.note(`pg_dump took ${dump.endedAt - dump.startedAt} ms; ${ackedBeforeDump.length} acknowledged before it`);
+    // After the dump: one credential revoked, one issued (each checked before the fleet stops).
+    const first = fleet.gatewayUrls()[0]!;
+    const revoke = { clientId: world.clients[REVOKED]!.id };
+    await connect(first, "cube.v1.IdentityService/RevokeClient", revoke, world.userToken);
+    const issued = await connect(first, "cube.v1.IdentityService/IssueClient", { name: "after" }, world.userToken);
+    const issuedAfterDump = issued.body.token as string;
+    for (const [what, bearerToken] of [
+      ["revoked after the dump", token(REVOKED)],
+      ["issued after the dump", issuedAfterDump],
+    ] as const)
+      beforeRestore[what] = (await connect(first, "cube.v1.CubeService/ListCubes", {}, bearerToken)).status;
     await scenario.progress(40, 4, "after the dump");
     await scenario.stopLoad();
     result = buildResult(scenario, await scenario.settle());
@@ -158,67 +181,14 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
     restored = await readLog(client, token(READER), world.cubeId, scenario.genesis);
 
     // Cursors handed out after the dump, before anything new is written.
-    const refusal = (error: unknown) => `${codeName(error)}: ${(error as { details?: string }).details ?? ""}`;
-    ahead.readActivity = await client
-      .readActivity({ cubeId: world.cubeId, cursor: beyond }, bearer(token(READER), { deadline: Date.now() + 5_000 }))
-      .then((page) => `OK ${page.items.length} items`, refusal);
-    ahead.subscribeActivity = await (async () => {
-      const controller = new AbortController();
-      const stream = client.subscribeActivity(
-        { cubeId: world.cubeId, after: beyond },
-        bearer(token(READER), { signal: controller.signal, deadline: Date.now() + 5_000 }),
-      );
-      try {
-        for await (const message of stream) return `OK ${message.event.case}`;
-        return "ended";
-      } catch (error) {
-        return refusal(error);
-      } finally {
-        controller.abort();
-      }
-    })();
-    const sseAnswer = await fetch(`${fleet.gatewayUrls()[0]}/v1/cubes/${world.cubeId}/events`, {
-      headers: { authorization: `Bearer ${token(SSE)}`, "Last-Event-ID": beyond },
-      signal: AbortSignal.timeout(5_000),
-    });
-    ahead.sse = `${sseAnswer.status} ${((await sseAnswer.json().catch(() => ({}))) as { code?: string }).code}`;
-    ahead.mcpListen = await (async () => {
-      const probes = new Ledger();
-      const agent = await StatelessAgent.open(
-        new GatewayRouter(() => fleet.gatewayUrls(), probes, "mcp-2026 probe listen", 0),
-        new GatewayRouter(() => fleet.gatewayUrls(), probes, "mcp-2026 probe post", 0),
-        token(MCP),
-        probes,
-        "mcp-2026 listen from a post-dump cursor",
-        beyond,
-      );
-      await agent.attach(world.cubeId, world.roleId);
-      const stop = new AbortController();
-      const listening = agent.listenLoop(stop.signal);
-      await poll(() => agent.record.breaks.length > 0, "the listen from a post-dump cursor to end", 10_000).catch(
-        () => {},
-      );
-      stop.abort();
-      await listening;
-      await agent.close();
-      return `${agent.record.breaks[0]?.reason ?? "still listening"}; ${agent.record.delivered.length} delivered`;
-    })();
-    ahead.watchMachines = await (async () => {
-      const controller = new AbortController();
-      const stream = watch.watchMachines(
-        { after: beyondMachines },
-        bearer(token(WATCHER), { signal: controller.signal, deadline: Date.now() + 5_000 }),
-      );
-      try {
-        for await (const { event } of stream)
-          return event.case === "machineSnapshot" ? `snapshot reset=${event.value.reset}` : `${event.case}`;
-        return "ended";
-      } catch (error) {
-        return refusal(error);
-      } finally {
-        controller.abort();
-      }
-    })();
+    const probeDeps = {
+      activity: client,
+      machines: watch,
+      gateways: () => fleet.gatewayUrls(),
+      world,
+      tokens: { reader: token(READER), mcp: token(MCP), watcher: token(WATCHER) },
+    };
+    ahead = await probeCursors(probeDeps, beyond, beyondMachines);
 
     // Streams resumed from the cursors noted before the dump: gRPC, SSE (Last-Event-ID), MCP 2026 listen, presence.
     const streams = new AbortController();
@@ -276,18 +246,11 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
     ).catch(stalled);
 
     // Every credential issued before the dump: the user's, each client's, the seat's (drone), each machine's.
-    const connect = async (path: string, body: unknown, bearerToken: string) => {
-      const answer = await fetch(`${fleet.gatewayUrls()[1]}/unimatrix.${path}`, {
-        method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${bearerToken}` },
-        body: JSON.stringify(body),
-      });
-      return { status: answer.status, body: (await answer.json()) as Record<string, unknown> };
-    };
-    const listed = await connect("cube.v1.CubeService/ListCubes", {}, world.userToken);
+    const gateway = fleet.gatewayUrls()[1]!;
+    const listed = await connect(gateway, "cube.v1.CubeService/ListCubes", {}, world.userToken);
     credentials.user = `${listed.status} ${(listed.body.cubes as { id: string }[] | undefined)?.map((c) => c.id)}`;
     for (const [i, c] of world.clients.entries()) {
-      const answer = await connect("cube.v1.CubeService/ListCubes", {}, c.token);
+      const answer = await connect(gateway, "cube.v1.CubeService/ListCubes", {}, c.token);
       credentials[`client ${i}`] =
         `${answer.status} ${(answer.body.cubes as { id: string }[] | undefined)?.map((x) => x.id)}`;
     }
@@ -316,7 +279,11 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
       credentials[`machine ${m.name}`] =
         s.links >= 1 && s.unlinks >= 1 && s.broken === 0 ? "linked" : JSON.stringify(s);
     }
+    credentials["issued after the dump"] = String(
+      (await connect(gateway, "cube.v1.CubeService/ListCubes", {}, issuedAfterDump)).status,
+    );
     const byDrone = await connect(
+      gateway,
       "cube.v1.ActivityService/AppendEntry",
       { cubeId: world.cubeId, message: "from the restored seat", visibility: "VISIBILITY_BROADCAST" },
       seat.sessionToken,
@@ -420,9 +387,11 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
     expect(after.requests.filter((r) => !r.ok).map((r) => `${r.surface} ${r.outcome}`)).toEqual([]);
   });
 
-  it("every credential issued before the dump still authenticates (user, clients, seat, machines)", () => {
+  it("every credential issued before the dump authenticates (user, clients, seat, machines), even one revoked after it; one issued after it does not", () => {
     const cube = scenario.world.cubeId;
+    expect(beforeRestore).toEqual({ "revoked after the dump": 401, "issued after the dump": 200 });
     expect(credentials).toEqual({
+      "issued after the dump": "401",
       user: `200 ${cube}`,
       ...Object.fromEntries(scenario.world.clients.map((_, i) => [`client ${i}`, `200 ${cube}`])),
       ...Object.fromEntries(scenario.world.machines.map((m) => [`machine ${m.name}`, "linked"])),
