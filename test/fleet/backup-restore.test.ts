@@ -379,6 +379,9 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
     expect(stalls).toEqual([]);
     const reports = [...resumed, ...resumedPresence].map((r) => compareSequence(r.name, truths.get(r)!, r.keys()));
     expect(summary(reports)).toEqual(Object.fromEntries(reports.map((r) => [r.name, "exact"])));
+    // No stream was reset or told of an error on the way (a resumed watch must not start from a snapshot).
+    const all = [...resumed, ...resumedPresence];
+    expect(all.map((r) => [r.name, r.errorEvents])).toEqual(all.map((r) => [r.name, []]));
     // Each activity stream's truth is the restored log after its cursor, then what was written after the restore.
     const newIds = written.map((e) => e.id);
     for (const record of resumed) expect(truths.get(record)!.slice(-newIds.length)).toEqual(newIds);
