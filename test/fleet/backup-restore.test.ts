@@ -402,15 +402,14 @@ describe("fleet: a backup taken under load, restored into a fresh database; the 
     });
   });
 
-  it("a cursor handed out after the dump is ahead of the restored log (INVALID_ARGUMENT, SSE 400, MCP listen ends, presence reset), then silently skips once the log grows past it", () => {
+  it("a cursor handed out after the dump is ahead of the restored log (INVALID_ARGUMENT, SSE 400, MCP invalid params, presence reset), then silently skips once the log grows past it", () => {
     expect(ahead).toEqual({
       readActivity: expect.stringMatching(/^INVALID_ARGUMENT: .*ahead of the cube's activity/),
       subscribeActivity: expect.stringMatching(/^INVALID_ARGUMENT: .*ahead of the cube's activity/),
       sse: "400 invalid_argument",
-      // A gap, recorded as it is today: an MCP 2026 listen from such a cursor ends at once as if
-      // complete (the gateway logs the INVALID_ARGUMENT), so the agent is not told and an SDK loop
-      // that listens again from its cursor spins. Should be an error answer naming `after`.
-      mcpListen: "listen ended (graceful); 0 delivered",
+      // Refused before it is acknowledged: the SDK's listen() throws invalid params (-32602, see
+      // services/gateway/test/mcp-listen-cursor.test.ts) with this message.
+      mcpListen: "after: is ahead of the cube's activity; 0 delivered",
       watchMachines: "snapshot reset=true",
     });
     // Positions are reused: once the restored log passes the cursor, it resumes after that position,

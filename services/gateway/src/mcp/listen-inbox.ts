@@ -61,6 +61,28 @@ export async function inboxSeatOf(deps: ListenDeps, request: IncomingMessage, wa
 }
 
 /**
+ * Refuses, before the listen is acknowledged, an `after` that cube refuses (malformed, another
+ * cube's, or ahead of the cube's log — as every cursor handed out after a backup is, once the
+ * backup is restored): INVALID_ARGUMENT naming `after`, so the client's `listen()` fails with
+ * invalid params instead of a stream that ends at once saying nothing. An expired cursor passes
+ * (the stream says what was pruned and goes on after the floor), and so does any other failure:
+ * the stream meets it and behaves as it always did.
+ */
+export async function checkInboxCursor(deps: ListenDeps, seat: InboxSeat, after: string | undefined): Promise<void> {
+  if (after === undefined) return;
+  const metadata = upstreamMetadata(deps.internalKey, seat.principal);
+  try {
+    await deps.upstreams.activity.readActivity(
+      { cubeId: seat.cubeId, cursor: after, pageSize: 1 },
+      { metadata, signal: AbortSignal.timeout(10_000) },
+    );
+  } catch (error) {
+    const { code, message } = toStatus(error);
+    if (code === status.INVALID_ARGUMENT) throw new InvalidArgumentError("after", message.replace(/^cursor: /, ""));
+  }
+}
+
+/**
  * The seat's deliveries as `notifications/resources/updated`, each carrying its text line (the
  * same line `log_read` shows) and the cube cursor after it in `_meta`. It follows cube from
  * `after` (the last cursor the agent saw; none: from now), on any replica, so a listen reopened

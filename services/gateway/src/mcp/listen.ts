@@ -1,7 +1,15 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { type JSONRPCRequest, MissingRequiredClientCapabilityError } from "@modelcontextprotocol/server";
 import { InvalidArgumentError } from "@unimatrix/service-kit/errors";
-import { followInbox, INBOX_URI, type InboxSeat, type InboxWanted, inboxOf, inboxSeatOf } from "./listen-inbox";
+import {
+  checkInboxCursor,
+  followInbox,
+  INBOX_URI,
+  type InboxSeat,
+  type InboxWanted,
+  inboxOf,
+  inboxSeatOf,
+} from "./listen-inbox";
 import { type ListenDeps, openListenStream, rejectListen } from "./listen-stream";
 import { watchTasks } from "./listen-tasks";
 import { declaresTasks, type McpTasks, TASKS_EXTENSION, type WatchedTask } from "./tasks";
@@ -73,7 +81,10 @@ export async function serveListen(
       }
       watched = tasks.watchable(credentialKey, taskIdsOf(wanted.taskIds));
     }
-    if (wanted.inbox) seat = await inboxSeatOf(deps, request, wanted.inbox);
+    if (wanted.inbox) {
+      seat = await inboxSeatOf(deps, request, wanted.inbox);
+      await checkInboxCursor(deps, seat, wanted.inbox.after);
+    }
   } catch (error) {
     return rejectListen(deps, response, message, error);
   }
