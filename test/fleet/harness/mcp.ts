@@ -70,11 +70,14 @@ export class McpAgent {
     const record = new StreamRecord(name, "mcp", "activity", "");
     const client = new Client({ name: `fleet-${name}`, version: "1.0.0" });
     // A push is the entry's text line (`#41 worker-2 → all: grpc-17`): keyed by its message (unique
-    // in the fleet's load) until `Scenario.settle` maps messages to entry ids.
+    // in the fleet's load) until `Scenario.settle` maps messages to entry ids. A push read after the
+    // entry was claimed or acked (the soak claims and acks) ends with its state: ` [claimed by …]`,
+    // ` (2 acks)`; not part of the message.
     record.keyedBy = "message";
+    const line = /^#\d+ \S+ → [^:]+: (.*?)(?: \[(?:claimed by|stale claim of) [^\]]*\])?(?: \(\d+ acks?\))?$/;
     client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
       const data = notification.params.data;
-      const message = typeof data === "string" ? /^#\d+ \S+ → [^:]+: (.*)$/.exec(data)?.[1] : undefined;
+      const message = typeof data === "string" ? line.exec(data)?.[1] : undefined;
       if (message !== undefined) record.deliver(message, "");
     });
     const transport = new StreamableHTTPClientTransport(new URL(`${router.current}/mcp`), {
