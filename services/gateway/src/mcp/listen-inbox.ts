@@ -71,14 +71,22 @@ export async function inboxSeatOf(deps: ListenDeps, request: IncomingMessage, wa
 export async function checkInboxCursor(deps: ListenDeps, seat: InboxSeat, after: string | undefined): Promise<void> {
   if (after === undefined) return;
   const metadata = upstreamMetadata(deps.internalKey, seat.principal);
+  // Asked of SubscribeActivity, which checks the cursor the same way and marks nothing read (a
+  // ReadActivity as the seat would record a read receipt for what the agent has not seen yet).
+  const probe = new AbortController();
+  const timeout = setTimeout(() => probe.abort(), 10_000);
   try {
-    await deps.upstreams.activity.readActivity(
-      { cubeId: seat.cubeId, cursor: after, pageSize: 1 },
-      { metadata, signal: AbortSignal.timeout(10_000) },
-    );
+    for await (const _first of deps.upstreams.activity.subscribeActivity(
+      { cubeId: seat.cubeId, after },
+      { metadata, signal: probe.signal },
+    ))
+      break;
   } catch (error) {
     const { code, message } = toStatus(error);
-    if (code === status.INVALID_ARGUMENT) throw new InvalidArgumentError("after", message.replace(/^cursor: /, ""));
+    if (code === status.INVALID_ARGUMENT) throw new InvalidArgumentError("after", message.replace(/^after: /, ""));
+  } finally {
+    clearTimeout(timeout);
+    probe.abort();
   }
 }
 
