@@ -100,6 +100,12 @@ describe("issue 16 coordination: receipts, nudges, threads, hygiene, questions, 
     expect(r?.readAt).toBeUndefined();
     await stream.stop();
 
+    // A peek (a parked wait polling for B) returns it and marks nothing read.
+    const peeked = await h.activity.readActivity({ cubeId: w.cubeId, peek: true }, asBearer(b.token));
+    expect(peeked.items.some((i) => i.item.case === "entry" && i.item.value.id === entry.id)).toBe(true);
+    [r] = await receipts();
+    expect(r?.readAt).toBeUndefined();
+
     // Read: B's read returns it.
     clock.advance(1000);
     await h.activity.readUnread({ cubeId: w.cubeId }, asBearer(b.token));

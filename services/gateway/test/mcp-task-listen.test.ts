@@ -42,7 +42,7 @@ describe("gateway: MCP 2026-07-28 task notifications on subscriptions/listen", (
       )
     ).sessionToken;
     const post = (message: string, recipientLabels: string[] = []) =>
-      call(
+      call<{ entry: { id: string } }>(
         system,
         "unimatrix.cube.v1.ActivityService/AppendEntry",
         {
@@ -75,7 +75,7 @@ describe("gateway: MCP 2026-07-28 task notifications on subscriptions/listen", (
     await eventually(() => tasks().some((t) => t.taskId === short && t.status === "completed"), "the short wait");
     // A broadcast is not what the direct-only wait is for: its state does not change, so no notification.
     await post("for everyone");
-    await post("for you alone", [label]);
+    const { entry: direct1 } = await post("for you alone", [label]);
     await listen.ended;
 
     expect(listen.messages[0]).toMatchObject({
@@ -102,6 +102,15 @@ describe("gateway: MCP 2026-07-28 task notifications on subscriptions/listen", (
       expect(resultType).toBe("complete");
       expect(heard).toEqual(polled);
     }
+    // Reading the task's state marked nothing read: the agent has not seen the direct yet.
+    const { receipts } = await call<{ receipts: { readAt?: string; deliveredAt?: string }[] }>(
+      system,
+      "unimatrix.cube.v1.ActivityService/ListReceipts",
+      { cubeId: acme.cubeId, entryId: direct1.id },
+      writer,
+    );
+    expect(receipts).toHaveLength(1);
+    expect(receipts[0]!.readAt).toBeUndefined();
     // Every task settled: the listen ended with its response.
     expect(listen.messages.at(-1)).toMatchObject({ id: 1, result: { resultType: "complete" } });
     expect(listen.messages).toHaveLength(6);

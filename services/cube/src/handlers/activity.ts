@@ -70,7 +70,7 @@ export function activityHandlers(
       const size = pageSize("page_size", request.pageSize);
       const principal = await ctx.principal();
       const page = await readActivity(deps, principal, cubeId, request.cursor, size);
-      await runOp(deps, noteRead(deps, principal, page.items));
+      if (!request.peek) await runOp(deps, noteRead(deps, principal, page.items));
       return {
         items: page.items.map(itemToWire),
         nextCursor: page.last === page.after ? request.cursor : encodeCursor(cubeId, page.last),

@@ -49,7 +49,8 @@ export async function waitState(session: McpSession, task: WaitTask, now: number
   let cursor = task.f;
   for (let page = 0; page < SCAN_PAGES; page++) {
     const reply = await session.upstreams.activity.readActivity(
-      { cubeId: task.cube, cursor, pageSize: 500 },
+      // A peek: polling says what arrived without marking it read (the agent has not seen it yet).
+      { cubeId: task.cube, cursor, pageSize: 500, peek: true },
       await session.asActor(),
     );
     const woke = reply.items.find((item) => wakes(item, droneId, filter) && createdMs(item) <= task.x);

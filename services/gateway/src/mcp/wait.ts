@@ -141,7 +141,7 @@ export async function waitForUnread(
     let after = from;
     while (!stop.aborted) {
       const page = await session.upstreams.activity.readActivity(
-        { cubeId: seat.cubeId, cursor: after, pageSize: 500 },
+        { cubeId: seat.cubeId, cursor: after, pageSize: 500, peek: true },
         await session.asActor(signal),
       );
       if (page.items.some((item) => wakes(item, seat.droneId, filter))) {
