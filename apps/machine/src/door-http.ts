@@ -1,6 +1,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { answerHook, HOOK_EVENTS, HOOK_FORMATS, type HookEvent, type HookFormat, HookInputError, parseHookInput } from "./hook-answer";
+import {
+  answerHook,
+  HOOK_EVENTS,
+  HOOK_FORMATS,
+  type HookEvent,
+  type HookFormat,
+  HookInputError,
+  parseHookInput,
+} from "./hook-answer";
 import type { DoorItem } from "./protocol";
 
 /** Handles one request line from a door connection; the answer is written back as one line. */
@@ -49,8 +57,7 @@ function readBody(req: IncomingMessage): Promise<string> {
 /** A header value the door accepts: non-empty, at most `max` characters. */
 function field(req: IncomingMessage, name: string, max: number, fallback?: string): string | undefined {
   const value = header(req, name) ?? fallback;
-  if (value !== undefined && value.length > max)
-    throw new HookInputError(`${name} must be at most ${max} characters`);
+  if (value !== undefined && value.length > max) throw new HookInputError(`${name} must be at most ${max} characters`);
   return value;
 }
 

@@ -142,7 +142,12 @@ export function runHookCommand(command: string, input: string, env: NodeJS.Proce
 }
 
 /** Runs `file` to its end with `input` on stdin. */
-export function runCommand(file: string, args: readonly string[], input: string, env: NodeJS.ProcessEnv = {}): Promise<Run> {
+export function runCommand(
+  file: string,
+  args: readonly string[],
+  input: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, {
       env: { ...process.env, ...env },
