@@ -159,6 +159,7 @@ export function runCommand(
     child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
     child.once("error", reject);
     child.once("close", (code) => resolve({ code, stdout, stderr }));
+    child.stdin.on("error", () => {}); // a command that exits without reading its input
     child.stdin.end(input);
   });
 }
