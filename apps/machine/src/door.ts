@@ -100,6 +100,7 @@ export async function openDoor(
       socket.resume();
     });
   });
+  server.once("close", () => http.close());
   await new Promise<void>((resolve, reject) => {
     server.once("error", (error: NodeJS.ErrnoException) =>
       reject(error.code === "EADDRINUSE" ? new DoorInUseError(path) : error),
