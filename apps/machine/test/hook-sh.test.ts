@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, statSync, symlinkSync } from "node:fs";
+import { mkdirSync, mkdtempSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type DaemonProcess, eventually, HOOK_BIN, runCommand, runHookCommand, runUnimatrix, World } from "./world";
@@ -119,10 +119,13 @@ describe("the unimatrix-hook sh client (curl to the door's HTTP face), as a Clau
     expect(daemon.named("handed")).toHaveLength(1);
   }, 60_000);
 
-  it("prints exactly what the Node hook prints, for each event and format", async () => {
+  it("prints exactly what the Node hook prints, for each event and format (a ~/.curlrc changes nothing)", async () => {
     const t = await world.team("sh-parity");
     const door = world.door("sh-parity");
-    const env = { UNIMATRIX_DRONE_TOKEN: t.droneToken };
+    // A user's curlrc asking for verbose output and a file: the client must ignore it (curl -q).
+    const home = mkdtempSync(join(tmpdir(), "umx-home-"));
+    writeFileSync(join(home, ".curlrc"), `verbose\noutput = "${join(home, "out")}"\n`);
+    const env = { UNIMATRIX_DRONE_TOKEN: t.droneToken, HOME: home };
     const daemon = world.daemon(t, port, "sh-parity");
     await daemon.waitFor("linked");
     const cases: [string, string, string[]][] = [
