@@ -144,7 +144,8 @@ describe("the unimatrix-hook sh client (curl to the door's HTTP face), as a Clau
         const entryId = await t.direct(`same "text" ünïcode\\ ${event}`);
         spooled += 1;
         await eventually(() => daemon.named("notice").some((e) => e.entryId === entryId), "spooled");
-        const data = input(name, `host-${options.join("")}`);
+        // A large input, as a PostToolUse with a big tool response is.
+        const data = input(name, `host-${options.join("")}`, { tool_response: "x".repeat(200_000) });
         const run =
           client === "node"
             ? await runUnimatrix(["hook", event, "--door", door, ...options], data, env)
