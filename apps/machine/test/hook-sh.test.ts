@@ -159,7 +159,7 @@ describe("the unimatrix-hook sh client (curl to the door's HTTP face), as a Clau
     await eventually(() => daemon.named("handed").length === spooled, "all handed");
   }, 90_000);
 
-  it("falls back to the Node hook: no door (ENOENT), a stale door, no curl on PATH (the item still arrives, through the JSON-lines door)", async () => {
+  it("falls back to the Node hook: no door (ENOENT), --help, a bad event or format, no curl on PATH (the item still arrives, through the JSON-lines door)", async () => {
     const t = await world.team("sh-fallback");
     const env = { UNIMATRIX_DRONE_TOKEN: t.droneToken };
     const absent = join(mkdtempSync(join(tmpdir(), "umx-nodoor-")), "machine.sock");
