@@ -1,10 +1,12 @@
 // Machine benchmark: the hook's round trip, which runs after every tool call. A real cube, presence
-// and `unimatrix machine run` (a child process, as in production). Headline: the `unimatrix hook
-// post-tool-use` command as the host runs it — a fresh process (the bundled entry) — with nothing
-// waiting (`hook.p99_ms.idle`) and with one DIRECT waiting that it prints (`hook.p99_ms.pending`).
-// Beside it: the same hook timed in-process (`runHook`: connect, take, print, handed —
-// `hook.door.p99_ms.*`), and the floors of the same run: `node -e 0` (a process that does nothing)
-// and one bare connect + request line + answer line on a Unix socket.
+// and `unimatrix machine run` (a child process, as in production). Headline: the fast client
+// `unimatrix-hook post-tool-use` (the sh script: curl to the door's HTTP face) as the host runs it,
+// a fresh process, with nothing waiting (`hook.p99_ms.idle`) and with one DIRECT waiting that it
+// prints (`hook.p99_ms.pending`). Beside it: the Node command `unimatrix hook post-tool-use` (the
+// bundled entry, `hook.node.p99_ms.*`), the same hook timed in-process (`runHook`: connect, take,
+// print, handed — `hook.door.p99_ms.*`), and the floors of the same run: `node -e 0` and
+// `curl --version` (processes that do nothing) and one bare connect + request line + answer line
+// on a Unix socket. Process figures are wall time on a shared machine: run it several times.
 // Target (issue 28): p99 ≤ 20 ms. Needs the local Postgres and Redis.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -14,7 +16,7 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { DoorClient, type DoorStatus, runHook } from "@unimatrix/machine";
 import { bench, loadAverage } from "@unimatrix/service-kit/testing";
-import { eventually, runUnimatrix, World } from "../test/world";
+import { eventually, HOOK_BIN, runCommand, runUnimatrix, World } from "../test/world";
 
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 300);
 const PENDING = Number(process.env.BENCH_PENDING ?? 60);
@@ -93,57 +95,81 @@ async function main(): Promise<void> {
     }
     if (shown !== PENDING) throw new Error(`shown ${shown} of ${PENDING} items`);
 
-    // The command as the host runs it: a fresh process per hook, idle and with one DIRECT waiting.
+    // The commands as the host runs them: a fresh process per hook, idle and with one DIRECT waiting.
     const input = JSON.stringify({ session_id: "bench", hook_event_name: "PostToolUse" });
     const env = { UNIMATRIX_DRONE_TOKEN: t.droneToken };
-    const spawnedIdle: number[] = [];
-    for (let i = 0; i < PROCESS_RUNS; i += 1) {
-      const started = performance.now();
-      const run = await runUnimatrix(["hook", "post-tool-use", "--door", door], input, env);
-      spawnedIdle.push(performance.now() - started);
-      if (run.stdout !== "" || run.code !== 0) throw new Error(`an idle hook printed ${run.stdout}${run.stderr}`);
-    }
-    const spawnedPending: number[] = [];
-    for (let i = 0; i < PROCESS_RUNS; i += 1) {
-      await t.direct(`bench process ${i}`);
-      await eventually(async () => (await pending(door)) === 1, "the DIRECT in the spool");
-      const started = performance.now();
-      const run = await runUnimatrix(["hook", "post-tool-use", "--door", door], input, env);
-      spawnedPending.push(performance.now() - started);
-      if (!run.stdout.includes(`bench process ${i}`))
-        throw new Error(`the hook did not print item ${i}: ${run.stderr}`);
-    }
+    const runNode = () => runUnimatrix(["hook", "post-tool-use", "--door", door], input, env);
+    const runFast = () => runCommand(join(HOOK_BIN, "unimatrix-hook"), ["post-tool-use", "--door", door], input, env);
+    const spawned = async (run: typeof runNode, label: string) => {
+      const idleRuns: number[] = [];
+      for (let i = 0; i < PROCESS_RUNS; i += 1) {
+        const started = performance.now();
+        const result = await run();
+        idleRuns.push(performance.now() - started);
+        if (result.stdout !== "" || result.code !== 0)
+          throw new Error(`an idle hook printed ${result.stdout}${result.stderr}`);
+      }
+      const pendingRuns: number[] = [];
+      for (let i = 0; i < PROCESS_RUNS; i += 1) {
+        await t.direct(`bench ${label} ${i}`);
+        await eventually(async () => (await pending(door)) === 1, "the DIRECT in the spool");
+        const started = performance.now();
+        const result = await run();
+        pendingRuns.push(performance.now() - started);
+        if (!result.stdout.includes(`bench ${label} ${i}`) || result.code !== 0)
+          throw new Error(`the ${label} hook did not print item ${i}: ${result.stderr}`);
+      }
+      if ((await pending(door)) !== 0) throw new Error(`the ${label} hook left items undelivered`);
+      return { idle: idleRuns, pending: pendingRuns };
+    };
+    const fast = await spawned(runFast, "sh");
+    const node = await spawned(runNode, "node");
     const bare = await floor();
     // The process floor: Node starting and exiting with nothing to do, spawned the same way (async,
     // stdin piped, while this process's cube and presence keep running).
-    const nodeOnly: number[] = [];
-    for (let i = 0; i < PROCESS_RUNS; i += 1) {
-      const started = performance.now();
-      await new Promise<void>((resolve, reject) => {
-        const child = spawn(process.execPath, ["-e", "0"], { stdio: ["pipe", "pipe", "pipe"] });
-        child.once("error", reject);
-        child.once("close", () => resolve());
-        child.stdin.end(input);
-      });
-      nodeOnly.push(performance.now() - started);
-    }
+    const processFloor = async (file: string, args: string[]) => {
+      const samples: number[] = [];
+      for (let i = 0; i < PROCESS_RUNS; i += 1) {
+        const started = performance.now();
+        await new Promise<void>((resolve, reject) => {
+          const child = spawn(file, args, { stdio: ["pipe", "pipe", "pipe"] });
+          child.once("error", reject);
+          child.once("close", () => resolve());
+          child.stdin.on("error", () => {}); // curl --version does not read it
+          child.stdin.end(input);
+        });
+        samples.push(performance.now() - started);
+      }
+      return samples;
+    };
+    const nodeOnly = await processFloor(process.execPath, ["-e", "0"]);
+    const curlOnly = await processFloor("curl", ["-q", "--version"]);
 
     const row = (name: string, s: number[]) =>
       `${name.padEnd(34)} p50 ${pct(s, 50).toFixed(2).padStart(7)} ms   p99 ${pct(s, 99).toFixed(2).padStart(7)} ms   (n=${s.length})`;
     process.stdout.write(`load ${loadAverage()}\n`);
-    process.stdout.write(`${row("unimatrix hook, nothing waiting", spawnedIdle)}\n`);
-    process.stdout.write(`${row("unimatrix hook, one DIRECT waiting", spawnedPending)}\n`);
+    process.stdout.write(`${row("unimatrix-hook (sh), nothing waiting", fast.idle)}\n`);
+    process.stdout.write(`${row("unimatrix-hook (sh), one DIRECT", fast.pending)}\n`);
+    process.stdout.write(`${row("unimatrix hook (node), nothing", node.idle)}\n`);
+    process.stdout.write(`${row("unimatrix hook (node), one DIRECT", node.pending)}\n`);
     process.stdout.write(`${row("in-process hook, nothing waiting", idle)}\n`);
     process.stdout.write(`${row("in-process hook, one DIRECT waiting", full)}\n`);
     process.stdout.write(`${row("floor: node -e 0", nodeOnly)}\n`);
+    process.stdout.write(`${row("floor: curl --version", curlOnly)}\n`);
     process.stdout.write(`${row("floor: bare socket round trip", bare)}\n`);
-    bench("hook.p99_ms.idle", pct(spawnedIdle, 99), "ms");
-    bench("hook.p99_ms.pending", pct(spawnedPending, 99), "ms");
-    bench("hook.p50_ms.idle", pct(spawnedIdle, 50), "ms");
+    bench("hook.p99_ms.idle", pct(fast.idle, 99), "ms");
+    bench("hook.p99_ms.pending", pct(fast.pending, 99), "ms");
+    bench("hook.p50_ms.idle", pct(fast.idle, 50), "ms");
+    bench("hook.p50_ms.pending", pct(fast.pending, 50), "ms");
+    bench("hook.node.p99_ms.idle", pct(node.idle, 99), "ms");
+    bench("hook.node.p99_ms.pending", pct(node.pending, 99), "ms");
+    bench("hook.node.p50_ms.idle", pct(node.idle, 50), "ms");
     bench("hook.door.p99_ms.idle", pct(idle, 99), "ms");
     bench("hook.door.p99_ms.pending", pct(full, 99), "ms");
     bench("hook.floor.process_p99_ms", pct(nodeOnly, 99), "ms");
     bench("hook.floor.process_p50_ms", pct(nodeOnly, 50), "ms");
+    bench("hook.floor.curl_p99_ms", pct(curlOnly, 99), "ms");
+    bench("hook.floor.curl_p50_ms", pct(curlOnly, 50), "ms");
     bench("hook.floor.p99_ms", pct(bare, 99), "ms");
   } finally {
     await world.close();

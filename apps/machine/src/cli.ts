@@ -57,6 +57,8 @@ for what waits for that session, prints it in the host's format and marks it del
 nothing when nothing waits; never fails the host (errors go to stderr, exit code 0).
 With no daemon at the door and a gateway configured, it reads the drone's inbox at the gateway
 instead (one HTTP call with the drone token; 304 when nothing is new).
+The fast client, unimatrix-hook <event> (same arguments, environment and output; sh and curl,
+no Node start-up), is what a host should run: it calls this command when it cannot take its path.
 
   session-start        introduces the session (UNIMATRIX_DRONE_TOKEN): the daemon ties its drone
                        to this machine; prints what waits

@@ -1,6 +1,10 @@
 import { chmodSync, lstatSync, mkdirSync, rmSync, statSync } from "node:fs";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { dirname } from "node:path";
+import { StringDecoder } from "node:string_decoder";
+import { type DoorHandler, hookHttp } from "./door-http";
+
+export type { DoorHandler } from "./door-http";
 
 /** The door is held by a live daemon: a second one is refused, the socket left alone. */
 export class DoorInUseError extends Error {
@@ -71,13 +75,11 @@ function prepareDoorDirectory(path: string): void {
   if ((stat.mode & 0o077) !== 0) chmodSync(dir, 0o700);
 }
 
-/** Handles one request line from a door connection; the answer is written back as one line. */
-export type DoorHandler = (request: Record<string, unknown>, connection: Socket) => Promise<unknown> | unknown;
-
 /**
  * Opens the door: an owner-only (0600) Unix socket in an owner-only directory, after the stale
  * rules above. Each connection sends newline-delimited JSON requests and gets one JSON line back
- * per request, in order.
+ * per request, in order — or, when its first byte is not `{`, speaks HTTP/1.1 to the door's hook
+ * endpoint (`door-http.ts`, for the `unimatrix-hook` sh client): one socket, one permission check.
  */
 export async function openDoor(
   path: string,
@@ -86,7 +88,19 @@ export async function openDoor(
 ): Promise<Server> {
   prepareDoorDirectory(path);
   await clearStaleDoor(path, options.probe);
-  const server = createServer((socket) => serveConnection(socket, handle, options.onClose));
+  const http = hookHttp(handle);
+  const server = createServer((socket) => {
+    socket.on("error", () => {});
+    socket.on("close", () => options.onClose?.(socket));
+    socket.once("data", (first: Buffer) => {
+      socket.pause();
+      socket.unshift(first);
+      if (first[0] === 0x7b) serveConnection(socket, handle);
+      else http.emit("connection", socket);
+      socket.resume();
+    });
+  });
+  server.once("close", () => http.close());
   await new Promise<void>((resolve, reject) => {
     server.once("error", (error: NodeJS.ErrnoException) =>
       reject(error.code === "EADDRINUSE" ? new DoorInUseError(path) : error),
@@ -100,14 +114,12 @@ export async function openDoor(
 /** Requests larger than this close the connection (a hook's request is a few hundred bytes). */
 const MAX_LINE = 64 * 1024;
 
-function serveConnection(socket: Socket, handle: DoorHandler, onClose?: (connection: Socket) => void): void {
+function serveConnection(socket: Socket, handle: DoorHandler): void {
   let buffer = "";
   let work = Promise.resolve();
-  socket.setEncoding("utf8");
-  socket.on("error", () => {});
-  socket.on("close", () => onClose?.(socket));
-  socket.on("data", (chunk: string) => {
-    buffer += chunk;
+  const decoder = new StringDecoder("utf8");
+  socket.on("data", (chunk: Buffer) => {
+    buffer += decoder.write(chunk);
     if (buffer.length > MAX_LINE && !buffer.includes("\n")) {
       socket.destroy();
       return;

@@ -1,13 +1,9 @@
 import { writeSync } from "node:fs";
 import { forgetInboxState, inboxStateFile, readInbox } from "./direct";
+import { answerHook, type HookEvent, type HookFormat, hostOutput, parseHookInput } from "./hook-answer";
 import { DoorClient, type DoorItem } from "./protocol";
 
-/** The host events `unimatrix hook` answers (Claude Code's names, kebab-cased). */
-export const HOOK_EVENTS = ["session-start", "post-tool-use", "user-prompt-submit", "stop", "session-end"] as const;
-export type HookEvent = (typeof HOOK_EVENTS)[number];
-
-/** How the hook prints: Claude Code's documented contract, or plain lines any host can add to context. */
-export type HookFormat = "claude" | "text";
+export { HOOK_EVENTS, type HookEvent, type HookFormat } from "./hook-answer";
 
 /** What one hook run needs. */
 export interface HookOptions {
@@ -32,33 +28,9 @@ export interface HookOptions {
   readonly write?: (text: string) => void;
 }
 
-/** Claude Code's hook input: the fields this hook reads. */
-interface HookInput {
-  session_id?: unknown;
-  stop_hook_active?: unknown;
-}
-
-/** Items that justify blocking a Stop once: a direct message, or a reply (an answer to the agent's question). */
-const URGENT = /^\[(DIRECT|REPLY)\]/;
-
 const writeStdout = (text: string) => {
   writeSync(1, text);
 };
-
-/**
- * What the hook prints for `lines` at `event` in the host's format; "" when it prints nothing (a
- * Stop blocks only for an urgent item, and only in Claude Code's format).
- */
-function hostOutput(event: HookEvent, format: HookFormat, lines: readonly string[], urgent: boolean): string {
-  const text = lines.join("\n");
-  if (event === "stop") {
-    if (format !== "claude" || !urgent) return "";
-    return `${JSON.stringify({ decision: "block", reason: `New messages from your team:\n${text}` })}\n`;
-  }
-  if (event === "post-tool-use" && format === "claude")
-    return `${JSON.stringify({ hookSpecificOutput: { hookEventName: "PostToolUse", additionalContext: text } })}\n`;
-  return `${text}\n`;
-}
 
 /** True when nothing listens at the door (no daemon runs): the hook may go to the gateway instead. */
 function noDaemon(error: unknown): boolean {
@@ -93,11 +65,8 @@ async function runDirect(event: HookEvent, options: HookOptions, session: string
  */
 export async function runHook(event: HookEvent, options: HookOptions): Promise<string> {
   const write = options.write ?? writeStdout;
-  let input: HookInput = {};
-  if (options.input.trim().length > 0) input = JSON.parse(options.input) as HookInput;
-  const session = typeof input.session_id === "string" ? input.session_id : "";
-  if (session.length === 0) throw new Error("the hook input has no session_id");
-  if (event === "stop" && input.stop_hook_active === true) return "";
+  const { session, stopHookActive } = parseHookInput(options.input);
+  if (event === "stop" && stopHookActive) return "";
 
   let door: DoorClient;
   try {
@@ -107,29 +76,20 @@ export async function runHook(event: HookEvent, options: HookOptions): Promise<s
     throw error;
   }
   try {
-    const who = { harness: options.harness, session };
-    const token = options.droneToken ? { droneToken: options.droneToken } : {};
-    const declared = options.droneId ? { droneId: options.droneId } : {};
-    if (event === "session-end") {
-      await door.request({ op: "bye", ...who, ...token });
-      return "";
-    }
-    if (event === "session-start") {
-      if (!options.droneToken) return "";
-      await door.request({ op: "hello", ...who, droneToken: options.droneToken, ...declared });
-    }
-    const { items } = await door.request<{ items: DoorItem[] }>({ op: "take", ...who, ...token, ...declared });
-    if (items.length === 0) return "";
-    const urgent = items.some((item) => URGENT.test(item.text));
-    const out = hostOutput(
-      event,
-      options.format,
-      items.map((item) => item.text),
-      urgent,
-    );
+    const caller = {
+      harness: options.harness,
+      format: options.format,
+      ...(options.droneToken ? { droneToken: options.droneToken } : {}),
+      ...(options.droneId ? { droneId: options.droneId } : {}),
+    };
+    const { out, ids } = await answerHook(event, session, stopHookActive, caller, {
+      hello: (request) => door.request({ op: "hello", ...request }),
+      take: async (request) => (await door.request<{ items: DoorItem[] }>({ op: "take", ...request })).items,
+      bye: (request) => door.request({ op: "bye", ...request }),
+    });
     if (out === "") return "";
     write(out);
-    await door.request({ op: "handed", ids: items.map((item) => item.id) });
+    await door.request({ op: "handed", ids: [...ids] });
     return out;
   } finally {
     door.close();

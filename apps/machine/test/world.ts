@@ -122,10 +122,34 @@ export interface Run {
   readonly stderr: string;
 }
 
+/** The fast hook client, `unimatrix-hook` (a POSIX sh script), and its directory (what PATH needs). */
+export const HOOK_BIN = join(__dirname, "..", "bin");
+
 /** Runs the `unimatrix` command to its end with `input` on stdin. */
 export function runUnimatrix(args: readonly string[], input: string, env: NodeJS.ProcessEnv = {}): Promise<Run> {
+  return runCommand(process.execPath, [UNIMATRIX, ...args], input, env);
+}
+
+/**
+ * Runs a hook command line as an agent host does (`sh -c "<command>"`, Claude Code's `command`),
+ * with the `unimatrix-hook` client on PATH.
+ */
+export function runHookCommand(command: string, input: string, env: NodeJS.ProcessEnv = {}): Promise<Run> {
+  return runCommand("/bin/sh", ["-c", command], input, {
+    ...env,
+    PATH: `${HOOK_BIN}:${env.PATH ?? process.env.PATH ?? ""}`,
+  });
+}
+
+/** Runs `file` to its end with `input` on stdin. */
+export function runCommand(
+  file: string,
+  args: readonly string[],
+  input: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [UNIMATRIX, ...args], {
+    const child = spawn(file, args, {
       env: { ...process.env, ...env },
       stdio: ["pipe", "pipe", "pipe"],
     });
@@ -135,6 +159,7 @@ export function runUnimatrix(args: readonly string[], input: string, env: NodeJS
     child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
     child.once("error", reject);
     child.once("close", (code) => resolve({ code, stdout, stderr }));
+    child.stdin.on("error", () => {}); // a command that exits without reading its input
     child.stdin.end(input);
   });
 }

@@ -1,5 +1,5 @@
-import { spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { call, connectJson, type System, seedTenant, startSystem } from "./system";
@@ -7,10 +7,23 @@ import { call, connectJson, type System, seedTenant, startSystem } from "./syste
 /** The `unimatrix` command as `npm install` links it. */
 const UNIMATRIX = join(__dirname, "..", "..", "..", "apps", "unimatrix", "dist", "main.js");
 
+/** The fast client `unimatrix-hook` (sh + curl), which hands over to `unimatrix hook` with no daemon. */
+const HOOK_BIN = join(__dirname, "..", "..", "..", "apps", "machine", "bin");
+
 /** Runs `unimatrix hook …` with `input` on stdin, to its end. */
 function hook(args: readonly string[], input: string, env: NodeJS.ProcessEnv) {
+  return run(process.execPath, [UNIMATRIX, "hook", ...args], input, env);
+}
+
+/** Runs `unimatrix-hook …` as an agent host does (`sh -c`), with `input` on stdin, to its end. */
+function shHook(args: readonly string[], input: string, env: NodeJS.ProcessEnv) {
+  const path = `${HOOK_BIN}:${process.env.PATH ?? ""}`;
+  return run("/bin/sh", ["-c", `unimatrix-hook ${args.join(" ")}`], input, { ...env, PATH: path });
+}
+
+function run(file: string, args: readonly string[], input: string, env: NodeJS.ProcessEnv) {
   return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, [UNIMATRIX, "hook", ...args], { env: { ...process.env, ...env } });
+    const child = spawn(file, args, { env: { ...process.env, ...env } });
     let stdout = "";
     let stderr = "";
     child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
@@ -161,5 +174,31 @@ describe("GET /v1/inbox: a hook with no machine daemon reads its drone's inbox a
     });
     const again = await hook(["stop"], input("Stop", "laptop-1", { stop_hook_active: false }), env);
     expect(again).toEqual({ code: 0, stdout: "", stderr: "" });
+  });
+
+  it("unimatrix-hook (the sh client) with no daemon hands over to the Node hook, which reads the gateway: no door at all, and a stale door (its input kept for the hand-over)", async () => {
+    const state = mkdtempSync(join(tmpdir(), "umx-hook-sh-"));
+    const door = join(state, "machine.sock");
+    const env = { UNIMATRIX_DRONE_TOKEN: recipientToken, UNIMATRIX_GATEWAY: system.url, UNIMATRIX_HOOK_STATE: state };
+    const context = (stdout: string) =>
+      (JSON.parse(stdout) as { hookSpecificOutput: { additionalContext: string } }).hookSpecificOutput
+        .additionalContext;
+
+    const first = await direct("no door here");
+    const absent = await shHook(["post-tool-use", "--door", door], input("PostToolUse", "laptop-sh"), env);
+    expect({ code: absent.code, stderr: absent.stderr }).toEqual({ code: 0, stderr: "" });
+    expect(context(absent.stdout)).toMatch(/(^|\n)#\d+ \S+ → you: no door here$/);
+
+    // A socket file nobody listens on (a daemon killed -9): curl is refused, the Node hook answers.
+    spawnSync(process.execPath, [
+      "-e",
+      `require("node:net").createServer().listen(${JSON.stringify(door)},()=>process.kill(process.pid,"SIGKILL"))`,
+    ]);
+    expect(statSync(door).isSocket()).toBe(true);
+    await direct("a stale door");
+    const stale = await shHook(["post-tool-use", "--door", door], input("PostToolUse", "laptop-sh"), env);
+    expect({ code: stale.code, stderr: stale.stderr }).toEqual({ code: 0, stderr: "" });
+    expect(context(stale.stdout)).toMatch(/^#\d+ \S+ → you: a stale door$/);
+    expect((await receipt(first))?.deliveredVia).toBe("DELIVERY_CHANNEL_HOOK");
   });
 });

@@ -285,7 +285,7 @@ export function clientsView(context: ListContext): View {
       h(
         "p",
         { class: "help" },
-        "Messages reach a busy agent between its tool calls: the host runs `unimatrix hook` with the seat's drone token in UNIMATRIX_DRONE_TOKEN; it asks the machine daemon, or this gateway when none runs. Claude Code (.claude/settings.json):",
+        "Messages reach a busy agent between its tool calls: the host runs `unimatrix-hook` (the fast client of `unimatrix hook`, in @unimatrix/machine) with the seat's drone token in UNIMATRIX_DRONE_TOKEN; it asks the machine daemon, or this gateway when none runs. Claude Code (.claude/settings.json):",
       ),
       h("pre", { class: "snippet" }, hookSettings()),
       h("p", { class: "help" }, "Any other host that adds a command's stdout to the agent's context (plain lines):"),

@@ -174,11 +174,12 @@ export function mcpSettings(token: string, origin = location.origin): string {
 }
 
 /**
- * Claude Code's hooks for `unimatrix hook` (`.claude/settings.json`): what waits for the agent's
- * seat lands in its context between tool calls. With no machine daemon the hook asks this gateway.
+ * Claude Code's hooks (`.claude/settings.json`) calling `unimatrix-hook`, the fast client of
+ * `unimatrix hook`: what waits for the agent's seat lands in its context between tool calls. With
+ * no machine daemon the hook asks this gateway.
  */
 export function hookSettings(origin = location.origin): string {
-  const hook = (event: string) => [{ hooks: [{ type: "command", command: `unimatrix hook ${event}` }] }];
+  const hook = (event: string) => [{ hooks: [{ type: "command", command: `unimatrix-hook ${event}` }] }];
   return JSON.stringify(
     {
       env: { UNIMATRIX_GATEWAY: origin },
@@ -197,7 +198,7 @@ export function hookSettings(origin = location.origin): string {
 
 /** The same for any other host that adds a command's stdout to the agent's context: plain lines. */
 export function plainHookCommand(origin = location.origin): string {
-  return `echo '{"session_id":"<the host session id>"}' | UNIMATRIX_GATEWAY=${origin} unimatrix hook user-prompt-submit --format text --harness <host>`;
+  return `echo '{"session_id":"<the host session id>"}' | UNIMATRIX_GATEWAY=${origin} unimatrix-hook user-prompt-submit --format text --harness <host>`;
 }
 
 /** Disables a button while `work` runs. */
