@@ -1,10 +1,12 @@
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
+import { clientsConnected } from "./harness/connections";
 import { Fleet } from "./harness/fleet";
 import { appendOverConnect, followSse } from "./harness/gateway-clients";
 import { GatewayRouter } from "./harness/http";
 import type { RequestRecord } from "./harness/ledger";
+import { StatelessAgent } from "./harness/mcp-stateless";
 import { type DrainRecord, type FleetProcess, poll } from "./harness/processes";
 import {
   type BuiltRelease,
@@ -61,6 +63,8 @@ if (SKIP) process.stderr.write(`rolling-upgrade: skipped — ${SKIP}\n`);
     let migration = "";
     let recordedMigrations: string[] = [];
     let sessionsAtStart: (string | undefined)[] = [];
+    /** The output of cube-1's second start: the previous release started again after this build's migration. */
+    let oldRestartLog = "";
     const stalls: string[] = [];
     const drains: DrainRecord[] = [];
     /** The window in which one replica of each service ran at each version. */
@@ -77,12 +81,28 @@ if (SKIP) process.stderr.write(`rolling-upgrade: skipped — ${SKIP}\n`);
       }
     };
 
+    /**
+     * Drains `replica` and starts it again from `root`, then waits until the processes that carry the
+     * load to it (the gateways, and this test's own clients) are connected to it again, before
+     * anything else drains. (Presence dials cube too, but only connects when it has a call to make.)
+     */
+    const replace = async (replica: FleetProcess, root: string) => {
+      drains.push(await fleet.replace(replica, root));
+      if (replica.service !== "cube" && replica.service !== "presence") return;
+      const dialers = fleet.gateways;
+      const clients = [...dialers.map((p) => ({ name: p.name, pid: p.pid })), { name: "the test", pid: process.pid }];
+      await clientsConnected(replica, clients).catch((error: Error) => stalls.push(error.message));
+    };
+
     const upgrade = async (replicas: FleetProcess[]) => {
       for (const replica of replicas) {
-        drains.push(await fleet.replace(replica, REPO_ROOT));
+        await replace(replica, REPO_ROOT);
         await progress(20, 4, `after ${replica.name} was replaced by this build`);
       }
     };
+
+    /** Ends the late streams' loops (before the scenario closes their clients). */
+    const lateStreams = new AbortController();
 
     /** A Connect appender and an SSE activity reader (from genesis) on gateway B, as the scenario's clients are recorded. */
     const openLateClients = () => {
@@ -114,6 +134,39 @@ if (SKIP) process.stderr.write(`rolling-upgrade: skipped — ${SKIP}\n`);
       };
     };
 
+    /** An MCP 2026-07-28 agent on gateway B once it is new: listens from genesis and posts, both through B. */
+    const openStatelessOnB = async () => {
+      const { world } = scenario;
+      const routers = [0, 1].map((i) => {
+        const router = new GatewayRouter(() => fleet.gatewayUrls(), fleet.ledger, `mcp-2026 (B) #${i}`, 1);
+        router.pin(1);
+        return router;
+      });
+      const name = "mcp-2026 listen (gateway-B, new)";
+      const agent = await StatelessAgent.open(
+        routers[0]!,
+        routers[1]!,
+        world.clients[10]!.token,
+        fleet.ledger,
+        name,
+        scenario.genesis,
+      );
+      await agent.attach(world.cubeId, world.roleId);
+      scenario.stateless.push(agent);
+      scenario.activity.push(agent.record);
+      const listening = agent.listenLoop(lateStreams.signal);
+      const stop = new AbortController();
+      const posting = agent.postLoop(scenario.acked, stop.signal, 150);
+      return {
+        record: agent.record,
+        stop: async () => {
+          stop.abort();
+          await posting;
+        },
+        listening,
+      };
+    };
+
     beforeAll(async () => {
       built = await buildRelease(RELEASE);
       process.stdout.write(
@@ -134,9 +187,10 @@ if (SKIP) process.stderr.write(`rolling-upgrade: skipped — ${SKIP}\n`);
         },
       });
       // 0.1.0's gateways do not speak MCP 2026-07-28: the scenario's 2025-11-25 sessions only.
-      scenario = await Scenario.start(fleet, "cross", 10, { mcp2026: false });
+      scenario = await Scenario.start(fleet, "cross", 11, { mcp2026: false });
       sessionsAtStart = scenario.agents.map((a) => a.sessionId);
       await progress(40, 8, `warm-up, every process on ${built.version}`);
+      const [cube, presence, gateways] = [fleet.cube, fleet.presence, fleet.gateways];
 
       // The migration Job of the upgrade, while the old release serves.
       const migrating = migrate(REPO_ROOT, fleet.databaseUrl);
@@ -144,8 +198,11 @@ if (SKIP) process.stderr.write(`rolling-upgrade: skipped — ${SKIP}\n`);
       migration = await migrating;
       fleet.note(`migrated by this build: ${migration.replaceAll("\n", "; ")}`);
       await progress(40, 8, `${built.version} on the new schema`);
+      // An old pod rescheduled mid-rollout: the previous release starts on the new schema.
+      await replace(cube[0]!, built.root);
+      oldRestartLog = readFileSync(cube[0]!.logPath, "utf8").split("=== start #2")[1] ?? "";
+      await progress(20, 4, `after cube-1 started again on ${built.version}`);
 
-      const [cube, presence, gateways] = [fleet.cube, fleet.presence, fleet.gateways];
       await upgrade([cube[1]!, presence[1]!, fleet.device, gateways[1]!]);
       // One replica of each service at each version, behind gateway A (old) and B (new).
       const before = {
@@ -155,7 +212,12 @@ if (SKIP) process.stderr.write(`rolling-upgrade: skipped — ${SKIP}\n`);
       // The scenario's HTTP clients stick to gateway A since B went away: two new clients come to B
       // (a Connect appender, and an SSE reader from genesis: the whole log, written by both versions).
       const late = openLateClients();
-      await poll(() => late.sse.readyCount > 0, "the SSE reader opened on the new gateway B to be live", 30_000);
+      const stateless = await openStatelessOnB();
+      await poll(
+        () => late.sse.readyCount > 0 && stateless.record.readyCount > 0,
+        "the SSE reader and the MCP 2026 listen opened on the new gateway B to be live",
+        30_000,
+      );
       sideBySide.from = Date.now();
       await progress(150, 24, "old and new side by side");
       sideBySide.to = Date.now();
@@ -173,6 +235,7 @@ if (SKIP) process.stderr.write(`rolling-upgrade: skipped — ${SKIP}\n`);
       await upgrade([cube[0]!, presence[0]!, gateways[0]!]);
       await progress(40, 8, "every process on this build");
       await late.stop();
+      await stateless.stop();
       await scenario.stopLoad();
       result = buildResult(scenario, await scenario.settle());
       const admin = new pg.Client({ connectionString: fleet.databaseUrl });
@@ -187,6 +250,7 @@ if (SKIP) process.stderr.write(`rolling-upgrade: skipped — ${SKIP}\n`);
     }, 600_000);
 
     afterAll(async () => {
+      lateStreams.abort();
       await scenario?.close();
       await fleet?.stop();
     }, 60_000);
@@ -203,11 +267,18 @@ if (SKIP) process.stderr.write(`rolling-upgrade: skipped — ${SKIP}\n`);
       expect(recordedMigrations).toEqual(migrationsOf(REPO_ROOT, "cube"));
     });
 
+    it("the previous release started again on the new schema: it said so and served", () => {
+      const added = migrationsOf(REPO_ROOT, "cube").filter((m) => !migrationsOf(built.root, "cube").includes(m));
+      expect(oldRestartLog).toContain("database has migrations newer than this build");
+      for (const name of added) expect(oldRestartLog).toContain(name);
+    });
+
     it("every process ran the previous release, then this build, on the same port", () => {
       expect(fleet.processes.map((p) => [p.name, p.starts, p.root])).toEqual(
-        fleet.processes.map((p) => [p.name, 2, REPO_ROOT]),
+        fleet.processes.map((p) => [p.name, p.name === "cube-1" ? 3 : 2, REPO_ROOT]),
       );
       expect(drains.map((d) => d.name)).toEqual([
+        "cube-1",
         "cube-2",
         "presence-2",
         "device-1",
@@ -250,6 +321,12 @@ if (SKIP) process.stderr.write(`rolling-upgrade: skipped — ${SKIP}\n`);
         exact([...of("sse", result.activity, scenario.activity), ...of("sse", result.presence, scenario.presence)]),
       );
       expect(sse.map((r) => [r.name, r.errorEvents])).toEqual(sse.map((r) => [r.name, []]));
+    });
+
+    it("MCP 2026-07-28 on the new gateway B, listening from genesis: the log written by both releases exactly once, in order", () => {
+      const reports = of("mcp", result.activity, scenario.activity).filter((r) => r.name.startsWith("mcp-2026"));
+      expect(reports.map((r) => r.name)).toEqual(["mcp-2026 listen (gateway-B, new)"]);
+      expect(summary(reports)).toEqual(exact(reports));
     });
 
     it("MCP 2025-11-25 sessions opened on the previous release and continued on this build: every entry pushed exactly once, in order", () => {

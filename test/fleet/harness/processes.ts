@@ -80,6 +80,11 @@ export class FleetProcess {
     return this.#metricsPort;
   }
 
+  /** The OS process id while it runs. */
+  get pid(): number | undefined {
+    return this.running ? this.#child?.pid : undefined;
+  }
+
   /** `127.0.0.1:<port>`. */
   get address(): string {
     return `127.0.0.1:${this.#port}`;
