@@ -25,38 +25,53 @@ function socketsTo(port: number): Set<string> {
   return inodes;
 }
 
-/** Whether process `pid` holds one of `inodes` among its file descriptors. */
-function holdsAny(pid: number, inodes: ReadonlySet<string>): boolean {
+/** How many of `inodes` process `pid` holds among its file descriptors. */
+function held(pid: number, inodes: ReadonlySet<string>): number {
   let fds: string[] = [];
   try {
     fds = readdirSync(`/proc/${pid}/fd`);
   } catch {
-    return false;
+    return 0;
   }
-  return fds.some((fd) => {
+  return fds.filter((fd) => {
     try {
       const socket = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
       return socket !== null && inodes.has(socket[1]!);
     } catch {
       return false;
     }
-  });
+  }).length;
+}
+
+/** A client process and how many connections it must hold to the server. */
+export interface Dialer {
+  readonly name: string;
+  readonly pid: number | undefined;
+  readonly atLeast: number;
+}
+
+/** How many connections process `pid` holds open to `server` now (each grpc-js channel has its own). */
+export function connectionsTo(server: FleetProcess, pid: number | undefined): number {
+  return pid === undefined ? 0 : held(pid, socketsTo(server.port));
 }
 
 /**
- * Resolves once every client process (by pid) has a connection open to `server`: a replica started
- * again on its port is only in its clients' pools once they reconnected (grpc-js backs off from an
- * address it was refused at), so the next replica of its service must not drain before that.
- * Linux only (`/proc`), as the fleet is.
+ * Resolves once every client process holds at least its number of connections to `server`: a
+ * replica started again on its port is only in its clients' pools once they reconnected (grpc-js
+ * backs off from an address it was refused at, channel by channel), so the next replica of its
+ * service must not drain before that. Linux only (`/proc`), as the fleet is.
  */
 export async function clientsConnected(
   server: FleetProcess,
-  clients: readonly { readonly name: string; readonly pid: number | undefined }[],
+  clients: readonly Dialer[],
   timeoutMs = 30_000,
 ): Promise<void> {
   const missing = () => {
     const inodes = socketsTo(server.port);
-    return clients.filter((c) => c.pid === undefined || !holdsAny(c.pid, inodes)).map((c) => c.name);
+    return clients
+      .map((c) => ({ ...c, holds: c.pid === undefined ? 0 : held(c.pid, inodes) }))
+      .filter((c) => c.holds < c.atLeast)
+      .map((c) => `${c.name} ${c.holds}/${c.atLeast}`);
   };
   try {
     await poll(() => missing().length === 0, `${server.name}'s clients to connect to it`, timeoutMs, 100);
