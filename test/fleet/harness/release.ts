@@ -1,7 +1,16 @@
 import { execFileSync, spawn } from "node:child_process";
-import { createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 
 /** The repository root (this file is test/fleet/harness/release.ts). */
 export const REPO_ROOT = join(__dirname, "..", "..", "..");
@@ -70,6 +79,25 @@ function run(command: string, args: string[], cwd: string, logPath: string): Pro
   });
 }
 
+/** Whether a process with this id runs (signal 0 only checks). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Removes `<root>.building-<pid>` directories whose builder is gone (an interrupted run's leftovers, ~1 GB each). */
+function removeAbandonedBuilds(root: string): void {
+  const prefix = `${basename(root)}.building-`;
+  for (const name of readdirSync(dirname(root))) {
+    if (name.startsWith(prefix) && !alive(Number(name.slice(prefix.length))))
+      rmSync(join(dirname(root), name), { recursive: true, force: true });
+  }
+}
+
 /**
  * The release's tree, built: `git archive <commit>` unpacked into a directory of its own, then
  * `npm ci --prefer-offline` (its postinstall generates and builds) and `npm run build`. Cached in
@@ -85,6 +113,7 @@ export async function buildRelease(release: ReleaseRef): Promise<BuiltRelease> {
   if (existsSync(join(root, BUILT_MARKER)) && existsSync(launcher))
     return { ...release, sha, root, buildMs: 0, logPath };
   const startedAt = Date.now();
+  removeAbandonedBuilds(root);
   const staging = `${root}.building-${process.pid}`;
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true });
