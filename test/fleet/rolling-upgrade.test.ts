@@ -24,11 +24,13 @@ import { nonAlternating } from "./harness/truth";
 /**
  * A rolling upgrade under load, as `helm upgrade` does it: the previous release (built from git
  * history, `test/fleet/previous-release.json`) migrates a fresh database and runs the whole fleet;
- * under load, this checkout's migration runs (the migration Job), then the second replica of each
- * service is replaced by this checkout's build (old and new side by side: gateway A old, gateway B
- * new, one cube and one presence replica of each version), then the first ones. Every replacement
- * is a SIGTERM drain, which excuses nothing. The same ledger as the other suites: every acknowledged
- * append exactly once, in order, on every stream (resumed across versions), every client served.
+ * under load, this checkout's migration runs (the migration Job), an old replica starts again on the
+ * new schema, then the second replica of each service is replaced by this checkout's build (old and
+ * new side by side: gateway A old, gateway B new, one cube and one presence replica of each
+ * version), then the first ones. Every replacement is a SIGTERM drain, which excuses nothing but
+ * the connections a draining gateway drops (listed apart; see `gatewayDrainOf`). The same ledger as
+ * the other suites: every acknowledged append exactly once, in order, on every stream (resumed
+ * across versions), every client served.
  */
 const RELEASE = previousRelease();
 const SKIP = unavailableReason(RELEASE);
@@ -43,8 +45,8 @@ const migrationsOf = (root: string, service: string) =>
     .sort();
 
 /** The sum of a Prometheus counter's samples whose labels contain `labels`, read from a process's `/metrics`. */
-async function counter(process: FleetProcess, name: string, labels: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${process.metricsPort}/metrics`)).text();
+async function counter(target: FleetProcess, name: string, labels: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${target.metricsPort}/metrics`)).text();
   return text
     .split("\n")
     .filter((line) => line.startsWith(`${name}{`) && line.includes(labels))
@@ -202,7 +204,7 @@ if (SKIP) process.stderr.write(`rolling-upgrade: skipped — ${SKIP}\n`);
 
       // The migration Job of the upgrade, while the old release serves.
       const migrating = migrate(REPO_ROOT, fleet.databaseUrl);
-      await progress(10, 2, "while this build's migration runs");
+      await progress(10, 2, "with this build's migration started");
       migration = await migrating;
       fleet.note(`migrated by this build: ${migration.replaceAll("\n", "; ")}`);
       await progress(40, 8, `${built.version} on the new schema`);
