@@ -6,6 +6,7 @@ import pg from "pg";
 import { Ledger } from "./ledger";
 import { type DrainRecord, FleetProcess, type KillRecord, type ServiceKind } from "./processes";
 import { RedisProxy } from "./redis-proxy";
+import { migrate } from "./release";
 
 /** The operator token every fleet process accepts (seeding only). */
 export const FLEET_OPERATOR_TOKEN = "umx_operator_fleettest_0123456789abcdef";
@@ -25,6 +26,11 @@ export interface FleetOptions {
   readonly env?: Partial<Record<ServiceKind, Record<string, string>>>;
   /** The Redis behind the proxy (a private server's port); the shared one on 6379 unless told. */
   readonly redisPort?: number;
+  /**
+   * The built tree every process runs at first (this checkout unless told), whose migration command
+   * runs on the fresh database before any process starts (as the chart's migration Job does).
+   */
+  readonly root?: string;
 }
 
 /** A fresh Postgres database for one run (services keep fixed schema names, so a run gets its own database). */
@@ -85,6 +91,7 @@ export class Fleet {
     const url = await createDatabase(name);
     const fleet = new Fleet(options, proxy, name, url, name.replaceAll("_", "-"));
     try {
+      if (options.root) fleet.note(`migrated by ${options.root}: ${await migrate(options.root, url)}`);
       await fleet.#startAll();
     } catch (error) {
       await fleet.stop();
@@ -107,7 +114,8 @@ export class Fleet {
   }
 
   #make(name: string, service: ServiceKind, env: Record<string, string> = {}): FleetProcess {
-    return new FleetProcess(name, service, { ...this.#common(), ...this.options.env?.[service], ...env }, this.runDir);
+    const environment = { ...this.#common(), ...this.options.env?.[service], ...env };
+    return new FleetProcess(name, service, environment, this.runDir, this.options.root);
   }
 
   /** `ipv4:127.0.0.1:<p1>,127.0.0.1:<p2>` for a set of replicas. */
@@ -208,6 +216,18 @@ export class Fleet {
       await Promise.all(group.map((p) => p.waitReady()));
     }
     this.note(`every process started again on ${new URL(databaseUrl).pathname.slice(1)}, bus prefix ${busPrefix}`);
+  }
+
+  /**
+   * A rolling replacement of one replica: SIGTERM (it drains, excusing nothing), then the same
+   * replica (name, port, settings) started from `root` — what a new pod behind the same Service is
+   * to the fleet's fixed address lists.
+   */
+  async replace(target: FleetProcess, root: string): Promise<DrainRecord> {
+    const record = await this.drain(target);
+    target.root = root;
+    await this.restart(target);
+    return record;
   }
 
   /** Seconds since the fleet started (for readable logs). */

@@ -97,10 +97,12 @@ export function appendOverConnect(
   acked: Acked[],
   signal: AbortSignal,
   everyMs: number,
+  /** Each message is `<prefix>-<n>`: unique in the fleet's load (an MCP push is keyed by its message). */
+  prefix = "connect",
 ): Promise<void> {
   return (async () => {
     for (let n = 1; !signal.aborted; n++) {
-      const message = `connect-${n}`;
+      const message = `${prefix}-${n}`;
       try {
         const response = await router.fetch(`${router.current}/unimatrix.cube.v1.ActivityService/AppendEntry`, {
           method: "POST",

@@ -17,6 +17,15 @@ export interface ToolResult {
 const SERVER_SIDE_TOOL_CODES = /^(UNAVAILABLE|INTERNAL|UNKNOWN|DEADLINE_EXCEEDED|DATA_LOSS)\b/;
 
 /**
+ * The message of a 0.1.0 push (`{event: "entry", entry: <Entry as protobuf JSON>}`): a gateway of
+ * the previous release pushes that instead of the text line (the rolling-upgrade test runs both).
+ */
+function entryMessage(data: unknown): string | undefined {
+  const push = data as { event?: string; entry?: { message?: string } } | null;
+  return push?.event === "entry" && typeof push.entry?.message === "string" ? push.entry.message : undefined;
+}
+
+/**
  * One `log_post` through `via` as `surface` (`mcp`, `mcp-2026`), written to the ledger: the
  * acknowledged entry, or undefined (a tool error, or a failed exchange).
  */
@@ -77,7 +86,7 @@ export class McpAgent {
     const line = /^#\d+ \S+ → [^:]+: (.*?)(?: \[(?:claimed by|stale claim of) [^\]]*\])?(?: \(\d+ acks?\))?$/;
     client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
       const data = notification.params.data;
-      const message = typeof data === "string" ? line.exec(data)?.[1] : undefined;
+      const message = typeof data === "string" ? line.exec(data)?.[1] : entryMessage(data);
       if (message !== undefined) record.deliver(message, "");
     });
     const transport = new StreamableHTTPClientTransport(new URL(`${router.current}/mcp`), {

@@ -6,8 +6,8 @@ import { createClient } from "@unimatrix/service-kit/grpc";
 
 /** The repository root (this file is test/fleet/harness/processes.ts). */
 const REPO_ROOT = join(__dirname, "..", "..", "..");
-/** The compiled launcher every fleet process runs (`npm run build` makes it). */
-const LAUNCHER = join(REPO_ROOT, "apps", "unimatrix", "dist", "main.js");
+/** The compiled launcher of a tree (`npm run build` makes it). */
+const launcherOf = (root: string) => join(root, "apps", "unimatrix", "dist", "main.js");
 
 /** The services a fleet process can run. */
 export type ServiceKind = "cube" | "device" | "presence" | "gateway";
@@ -66,6 +66,8 @@ export class FleetProcess {
     readonly service: ServiceKind,
     private readonly env: Record<string, string>,
     private readonly runDir: string,
+    /** The built tree it runs (this checkout unless told: the upgrade test runs a previous release's). */
+    public root = REPO_ROOT,
   ) {}
 
   /** The port it listens on (0 before the first start). */
@@ -76,6 +78,11 @@ export class FleetProcess {
   /** The port of its Prometheus `/metrics` listener (a new one at each start). */
   get metricsPort(): number | undefined {
     return this.#metricsPort;
+  }
+
+  /** The OS process id while it runs. */
+  get pid(): number | undefined {
+    return this.running ? this.#child?.pid : undefined;
   }
 
   /** `127.0.0.1:<port>`. */
@@ -96,9 +103,9 @@ export class FleetProcess {
   async start(extraEnv: Record<string, string> = {}): Promise<void> {
     if (this.running) throw new Error(`${this.name} is already running`);
     const log = createWriteStream(this.logPath, { flags: "a" });
-    log.write(`\n=== start #${this.starts + 1} at ${new Date().toISOString()}\n`);
-    const child = spawn(process.execPath, [LAUNCHER, this.service], {
-      cwd: REPO_ROOT,
+    log.write(`\n=== start #${this.starts + 1} at ${new Date().toISOString()} from ${this.root}\n`);
+    const child = spawn(process.execPath, [launcherOf(this.root), this.service], {
+      cwd: this.root,
       env: {
         PATH: process.env.PATH ?? "",
         HOME: process.env.HOME ?? "/tmp",

@@ -35,6 +35,12 @@ export type McpSpread =
   /** mcp-2 is initialized on gateway A and continued on B (any gateway serves any request). */
   | "cross";
 
+/** What a scenario leaves out. */
+export interface ScenarioOptions {
+  /** The MCP 2026-07-28 agent (default true; a fleet whose gateways predate that revision cannot serve it). */
+  readonly mcp2026?: boolean;
+}
+
 /**
  * Steady load on a running fleet through every surface, and every long-lived stream kept open, each
  * recording what it delivered. Faults are the test's business; this drives and records.
@@ -73,10 +79,10 @@ export class Scenario {
   }
 
   /** Seeds the world (`clients` credentials at least 8: the test may use those past the eighth), opens every stream (waiting until each is live) and starts the load. */
-  static async start(fleet: Fleet, spread: McpSpread, clients = 8): Promise<Scenario> {
+  static async start(fleet: Fleet, spread: McpSpread, clients = 8, options: ScenarioOptions = {}): Promise<Scenario> {
     const world = await seedWorld(fleet.gatewayUrls()[0]!, Math.max(8, clients), 4);
     const s = new Scenario(fleet, world);
-    await s.#open(spread);
+    await s.#open(spread, options.mcp2026 ?? true);
     s.#startLoad();
     return s;
   }
@@ -94,7 +100,7 @@ export class Scenario {
   /** The fleet process behind a gateway URL. */
   readonly gatewayName = (url: string): string => this.peerName(new URL(url).host);
 
-  async #open(spread: McpSpread): Promise<void> {
+  async #open(spread: McpSpread, mcp2026: boolean): Promise<void> {
     const { fleet, world } = this;
     const signal = this.#streams.signal;
     const genesis = await this.#activity.appendEntry(
@@ -164,21 +170,7 @@ export class Scenario {
       this.activity.push(agent.record);
     }
     // MCP 2026-07-28: no session; the seat travels with the agent. It listens from genesis (its cursor).
-    const listenRouter = this.#router("mcp-2026 listen", 0);
-    const postRouter = this.#router("mcp-2026 post", 1);
-    postRouter.pin(1);
-    const stateless = await StatelessAgent.open(
-      listenRouter,
-      postRouter,
-      this.#token("mcpA"),
-      fleet.ledger,
-      "mcp-2026 listen (A, then B)",
-      this.genesis,
-    );
-    await stateless.attach(world.cubeId, world.roleId);
-    this.stateless.push(stateless);
-    this.activity.push(stateless.record);
-    this.#followers.push(stateless.listenLoop(signal));
+    if (mcp2026) await this.#openStateless(signal);
     // The push follows from the head at seat_attach: a probe every stream must see proves each is live.
     const probe = await this.#activity.appendEntry(
       { cubeId: world.cubeId, message: "probe", visibility: Visibility.BROADCAST },
@@ -227,6 +219,26 @@ export class Scenario {
     }
     await poll(() => this.presence.every((r) => r.readyCount > 0), "every machines stream to be live", 30_000);
     for (const record of this.presence) this.presenceStart.set(record, record.cursor);
+  }
+
+  /** The MCP 2026-07-28 agent: listens through gateway A (then wherever its router goes), posts through B. */
+  async #openStateless(signal: AbortSignal): Promise<void> {
+    const { fleet, world } = this;
+    const listenRouter = this.#router("mcp-2026 listen", 0);
+    const postRouter = this.#router("mcp-2026 post", 1);
+    postRouter.pin(1);
+    const stateless = await StatelessAgent.open(
+      listenRouter,
+      postRouter,
+      this.#token("mcpA"),
+      fleet.ledger,
+      "mcp-2026 listen (A, then B)",
+      this.genesis,
+    );
+    await stateless.attach(world.cubeId, world.roleId);
+    this.stateless.push(stateless);
+    this.activity.push(stateless.record);
+    this.#followers.push(stateless.listenLoop(signal));
   }
 
   #startLoad(): void {
