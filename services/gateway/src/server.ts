@@ -27,6 +27,7 @@ import { consoleSignIn } from "./console-sign-in";
 import { applyCors } from "./cors";
 import { guardDecoding } from "./decode-guard";
 import { CredentialDoors } from "./doors";
+import { Drain } from "./drain";
 import { LeaseTable } from "./fleet/leases";
 import { SharedStore } from "./fleet/shared";
 import { StreamCaps } from "./fleet/streams";
@@ -228,8 +229,12 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     return [...(await Promise.all(checks)), { name: "bus", ok: bus.healthy() }];
   };
 
+  const drain = new Drain();
   const route = async (request: IncomingMessage, response: ServerResponse, path: string) => {
     if (request.method === "GET" && path === "/healthz") return json(response, 200, { status: "ok" });
+    if (request.method === "GET" && path === "/readyz" && drain.draining) {
+      return json(response, 503, { status: "draining", checks: [] });
+    }
     if (request.method === "GET" && path === "/readyz") {
       const checks = await readiness();
       const ready = checks.every((check) => check.ok);
@@ -263,6 +268,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
 
   const server: Server = createServer((request, response) => {
     const started = process.hrtime.bigint();
+    drain.track(request, response);
     let path: string;
     try {
       path = new URL(request.url ?? "/", "http://gateway").pathname;
@@ -342,13 +348,21 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     metrics,
     auth,
     stop() {
-      void metricsServer?.close();
-      stopping ??= new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        void mcp.close();
-        server.closeIdleConnections();
-        setTimeout(() => server.closeAllConnections(), options.config.shutdownGraceMs).unref();
-      }).then(async () => {
+      // With other replicas to move to (a bus), drain first; on the in-process bus there are none.
+      const drainMs = options.config.redisUrl ? options.config.drainDelayMs : 0;
+      stopping ??= (async () => {
+        if (drainMs > 0) {
+          logger.info({ drainMs }, "draining: /readyz 503, every response closes its connection");
+          await drain.run(drainMs);
+        }
+        void metricsServer?.close();
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          void mcp.close();
+          server.closeIdleConnections();
+          setTimeout(() => server.closeAllConnections(), options.config.shutdownGraceMs).unref();
+        });
+      })().then(async () => {
         doors.stop();
         await stopNews().catch(() => {});
         if (!options.bus) await bus.close();
