@@ -1,4 +1,4 @@
-// Runs after `npm run build` (postbuild): builds the web console and the hook's bundle, makes the embedded store's
+// Runs after `npm run build` (postbuild): builds the web console, the hook's bundle and its native client, makes the embedded store's
 // empty template (initdb, once per PGlite version), and stamps the build so `npm start`
 // (scripts/ensure-built.mjs) knows it is current.
 import { execFileSync } from "node:child_process";
@@ -14,6 +14,9 @@ export const BUILD_STAMP = join(root, "node_modules", ".cache", "unimatrix", "bu
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   execFileSync(process.execPath, [join(root, "services", "gateway", "scripts", "build-web.mjs")], { stdio: "inherit" });
   execFileSync(process.execPath, [join(root, "apps", "machine", "scripts", "bundle-hook.mjs")], { stdio: "inherit" });
+  execFileSync(process.execPath, [join(root, "apps", "machine", "scripts", "build-native-hook.mjs")], {
+    stdio: "inherit",
+  });
   // The built kit, through its public `/store` entry (the workspace link in node_modules).
   const { prepareEmbeddedTemplate } = await import("@unimatrix/service-kit/store");
   prepareEmbeddedTemplate();

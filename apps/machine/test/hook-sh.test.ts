@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type DaemonProcess, eventually, HOOK_BIN, runCommand, runHookCommand, runUnimatrix, World } from "./world";
@@ -16,7 +16,11 @@ function contextLines(stdout: string): string[] {
 
 const message = (line: string) => line.replace(/^\[DIRECT\] worker-\d+: /, "");
 
-describe("the unimatrix-hook sh client (curl to the door's HTTP face), as a Claude Code settings snippet runs it", () => {
+/** The native client the build compiles where a C compiler is (it is here: the tests use it). */
+const NATIVE = join(HOOK_BIN, "..", "dist", "unimatrix-hook-native");
+const hasCompiler = spawnSync("cc", ["--version"], { stdio: "ignore" }).status === 0;
+
+describe("the unimatrix-hook sh client (native or curl, to the door's HTTP face), as a Claude Code settings snippet runs it", () => {
   const world = new World();
   let port = 0;
 
@@ -119,7 +123,8 @@ describe("the unimatrix-hook sh client (curl to the door's HTTP face), as a Clau
     expect(daemon.named("handed")).toHaveLength(1);
   }, 60_000);
 
-  it("prints exactly what the Node hook prints, for each event and format (a ~/.curlrc changes nothing)", async () => {
+  it("prints exactly what the Node hook prints, through the native client and through curl, for each event and format (a ~/.curlrc changes nothing)", async () => {
+    expect(existsSync(NATIVE)).toBe(hasCompiler);
     const t = await world.team("sh-parity");
     const door = world.door("sh-parity");
     // A user's curlrc asking for verbose output and a file: the client must ignore it (curl -q).
@@ -139,7 +144,7 @@ describe("the unimatrix-hook sh client (curl to the door's HTTP face), as a Clau
     let spooled = 0;
     for (const [event, name, options] of cases) {
       const outputs: string[] = [];
-      for (const client of ["node", "sh"]) {
+      for (const client of ["node", "native", "curl"]) {
         // The same text twice: the two clients must print the same bytes for it.
         const entryId = await t.direct(`same "text" ünïcode\\ ${event}`);
         spooled += 1;
@@ -149,12 +154,20 @@ describe("the unimatrix-hook sh client (curl to the door's HTTP face), as a Clau
         const run =
           client === "node"
             ? await runUnimatrix(["hook", event, "--door", door, ...options], data, env)
-            : await runHookCommand(`unimatrix-hook ${event} --door '${door}' ${options.join(" ")}`, data, env);
+            : await runHookCommand(`unimatrix-hook ${event} --door '${door}' ${options.join(" ")}`, data, {
+                ...env,
+                UNIMATRIX_HOOK_NATIVE: client === "native" ? "1" : "0",
+              });
         expect({ client, event, code: run.code, stderr: run.stderr }).toEqual({ client, event, code: 0, stderr: "" });
         outputs.push(run.stdout);
       }
       expect(outputs[0]).not.toBe("");
-      expect({ event, options, sh: outputs[1] }).toEqual({ event, options, sh: outputs[0] });
+      expect({ event, options, native: outputs[1], curl: outputs[2] }).toEqual({
+        event,
+        options,
+        native: outputs[0],
+        curl: outputs[0],
+      });
     }
     await eventually(() => daemon.named("handed").length === spooled, "all handed");
   }, 90_000);
@@ -196,10 +209,8 @@ describe("the unimatrix-hook sh client (curl to the door's HTTP face), as a Clau
       "/bin/sh",
       ["-c", `unimatrix-hook post-tool-use --door '${door}'`],
       input("PostToolUse", "f"),
-      {
-        ...env,
-        PATH: join(bin, "p"),
-      },
+      // Without the native client too: it needs no curl, so it would take the fast path.
+      { ...env, PATH: join(bin, "p"), UNIMATRIX_HOOK_NATIVE: "0" },
     );
     expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: "" });
     expect(run.stdout).toMatch(
