@@ -159,8 +159,12 @@ describe("Dockerfile", () => {
       const source = js.replace("/dist/", "/src/").replace(/\.js$/, ".ts");
       expect({ source, exists: existsSync(join(root, source)) }).toEqual({ source, exists: true });
     }
+    // The npm bin is a committed launcher (npm links a bin only if its file exists at install
+    // time, before dist/ is built) that hands over to the compiled dist/main.js.
     const launcher = JSON.parse(readFileSync(join(root, "apps", "unimatrix", "package.json"), "utf8"));
-    expect(launcher.bin.unimatrix).toBe("dist/main.js");
+    expect(launcher.bin.unimatrix).toBe("bin/unimatrix.cjs");
+    const script = readFileSync(join(root, "apps", "unimatrix", launcher.bin.unimatrix), "utf8");
+    expect(script).toContain('join(__dirname, "..", "dist", "main.js")');
   });
 
   test("all CMD and ENTRYPOINT instructions use the exec form (signals reach node, not a shell)", () => {
