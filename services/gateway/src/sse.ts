@@ -21,6 +21,7 @@ import { JSON_WRITE } from "./json-options";
 import type { RateLimiter } from "./rate-limit";
 import type { SharedKind } from "./shared-member";
 import { type SharedUpstreams, sharingKey, subjectsOf } from "./shared-upstream";
+import { STREAM_HEADERS } from "./sse-headers";
 import { answerOf, errorJson } from "./status-table";
 import type { Upstreams } from "./upstreams";
 
@@ -133,9 +134,7 @@ async function serveStream<M>(
     started = true;
     response.writeHead(200, {
       "content-type": "text/event-stream; charset=utf-8",
-      "cache-control": "no-cache, no-transform",
-      connection: "keep-alive",
-      "x-accel-buffering": "no",
+      ...STREAM_HEADERS,
     });
     response.write("retry: 2000\n\n");
   };

@@ -7,6 +7,7 @@ import {
 } from "@modelcontextprotocol/server";
 import type { Principal } from "@unimatrix/service-kit/auth";
 import { ResourceExhaustedError } from "@unimatrix/service-kit/errors";
+import { STREAM_HEADERS } from "../sse-headers";
 import { answerOf } from "../status-table";
 import type { PushDeps } from "./push";
 import type { PushCaps } from "./push-slots";
@@ -77,9 +78,7 @@ export async function openListenStream(
   request.once("close", () => closed.abort());
   response.writeHead(200, {
     "content-type": "text/event-stream",
-    "cache-control": "no-cache, no-transform",
-    connection: "keep-alive",
-    "x-accel-buffering": "no",
+    ...STREAM_HEADERS,
   });
   const write = (payload: unknown) => {
     if (!closed.signal.aborted) response.write(`event: message\ndata: ${JSON.stringify(payload)}\n\n`);

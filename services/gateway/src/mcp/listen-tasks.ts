@@ -39,7 +39,13 @@ export async function watchTasks(
   watched: readonly WatchedTask[],
 ): Promise<void> {
   const credentialKey = deps.auth.credentialKeyOf(authorization) ?? "";
-  const open = new Map(watched.map((task) => [task.taskId, { task, shape: "" }]));
+  // One session per task, acting as the bearer; each read re-checks the task's seat (`tasks.detail`).
+  const open = new Map(
+    watched.map((task) => [
+      task.taskId,
+      { session: new McpSession(deps, { credentialKey }, authorization, async () => undefined), shape: "" },
+    ]),
+  );
   let wake: () => void = () => {};
   let dirty = true;
   const poke = () => {
@@ -62,8 +68,7 @@ export async function watchTasks(
       dirty = false;
       for (const [taskId, entry] of open) {
         if (signal.aborted) break;
-        const session = new McpSession(deps, { credentialKey }, authorization, async () => undefined);
-        const detail = await tasks.detail(session, taskId);
+        const detail = await tasks.detail(entry.session, taskId);
         const shape = shapeOf(detail);
         if (shape !== entry.shape) {
           entry.shape = shape;

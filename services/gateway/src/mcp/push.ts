@@ -10,6 +10,7 @@ import type { CredentialDoors } from "../doors";
 import { follow, type Step } from "../follow";
 import { upstreamMetadata } from "../forward";
 import { type SharedUpstreams, sharingKey, subjectsOf } from "../shared-upstream";
+import { STREAM_HEADERS } from "../sse-headers";
 import { PRUNED, renderItems } from "./format";
 import type { McpSessionDeps } from "./session";
 import type { SeatRecord, SessionRecord } from "./session-store";
@@ -82,9 +83,7 @@ export async function servePush(
   request.once("close", () => closed.abort());
   response.writeHead(200, {
     "content-type": "text/event-stream",
-    "cache-control": "no-cache, no-transform",
-    connection: "keep-alive",
-    "x-accel-buffering": "no",
+    ...STREAM_HEADERS,
     "mcp-session-id": id,
   });
   const write = (text: string) => {
