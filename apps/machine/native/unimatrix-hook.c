@@ -6,7 +6,8 @@
  * It speaks the door's HTTP face exactly as the curl client does: `POST /v1/hook/<event>` with the
  * host's hook JSON (stdin) and the harness, format, drone token and drone id as headers; a 200
  * carries exactly the bytes to print. Once they are written to stdout, `POST /v1/handed` on the
- * same connection tells the daemon they are in front of the model (the `delivered` receipt).
+ * same connection tells the daemon they are in front of the model (the `delivered` receipt); the
+ * client exits without waiting for its answer. An empty answer is not followed by `handed`.
  *
  *   unimatrix-hook-native <door socket> <event> <harness> <format>
  *   env: UNIMATRIX_DRONE_TOKEN, UNIMATRIX_DRONE_ID (optional)
@@ -139,11 +140,14 @@ int main(int argc, char **argv) {
             body);
     return 0;
   }
-  if (body_length > 0 && write_all(1, body, body_length) != 0) return fail("could not write the answer");
-  /* Printed: the items are in front of the model. */
+  if (body_length == 0) return 0; /* nothing printed, so nothing to hand */
+  if (write_all(1, body, body_length) != 0) return fail("could not write the answer");
+  /*
+   * Printed: the items are in front of the model. The door records them handed as it reads this
+   * request, whether or not we are still here, so the host is not kept waiting for the answer
+   * (the door's journal write and its confirmation to presence run after the hook has exited).
+   */
   static const char handed[] = "POST /v1/handed HTTP/1.1\r\nHost: door\r\nContent-Length: 0\r\n\r\n";
   if (write_all(fd, handed, sizeof handed - 1) != 0) return fail("the door closed before the items were handed");
-  if (read_response(fd, answer, MAX_ANSWER, &status, &body, &body_length) != 0 || status != 204)
-    return fail("the door did not confirm the items handed");
   return 0;
 }

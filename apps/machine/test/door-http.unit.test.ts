@@ -1,6 +1,6 @@
 import { mkdtempSync, statSync } from "node:fs";
 import { request } from "node:http";
-import type { Server, Socket } from "node:net";
+import { connect, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DoorClient, openDoor } from "@unimatrix/machine";
@@ -126,5 +126,45 @@ describe("the door's HTTP face (what the unimatrix-hook sh client speaks)", () =
     expect(await client.request({ op: "status" })).toEqual({ ok: true, linked: false });
     client.close();
     expect(statSync(door).mode & 0o777).toBe(0o600);
+  });
+
+  it("a handed written just before the client goes away is handed before the connection's close is seen", async () => {
+    // The native client writes `handed` and exits without reading its answer: the door must hand
+    // the items as it reads the request, before the close that would put them back.
+    const path = join(mkdtempSync(join(tmpdir(), "umx-door-gone-")), "machine.sock");
+    const order: string[] = [];
+    const gone = await openDoor(
+      path,
+      (req) => {
+        order.push(`${String(req.op)}${req.ids ? ` ${JSON.stringify(req.ids)}` : ""}`);
+        return req.op === "take"
+          ? { ok: true, items: [{ id: "n1", cubeId: "c", entryId: "e", text: "[DIRECT] a: hi" }] }
+          : { ok: true };
+      },
+      { onClose: () => order.push("close") },
+    );
+    try {
+      const socket = connect(path);
+      const body = JSON.stringify({ session_id: "s" });
+      socket.write(
+        `POST /v1/hook/post-tool-use HTTP/1.1\r\nHost: door\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      );
+      let answer = "";
+      await new Promise<void>((resolve) =>
+        socket.on("data", (chunk: Buffer) => {
+          answer += chunk.toString("utf8");
+          if (answer.includes("[DIRECT] a: hi")) resolve();
+        }),
+      );
+      socket.end("POST /v1/handed HTTP/1.1\r\nHost: door\r\nContent-Length: 0\r\n\r\n");
+      await new Promise((resolve) => socket.on("close", resolve));
+      await new Promise<void>((resolve) => {
+        const check = () => (order.includes("close") ? resolve() : setImmediate(check));
+        check();
+      });
+      expect(order).toEqual(["take", 'handed ["n1"]', "close"]);
+    } finally {
+      gone.close();
+    }
   });
 });
