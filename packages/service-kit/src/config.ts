@@ -106,7 +106,7 @@ export const commonEnv = {
   ),
   grpcMaxConnectionAgeMs: envVar(
     "UMX_GRPC_MAX_CONNECTION_AGE_MS",
-    "Age after which a service sends a client connection GOAWAY, so clients re-resolve and reach new replicas (0 = never). Streams open on it go on until they end or the replica drains.",
+    "Age after which a service sends a client connection GOAWAY, so clients re-resolve and reach new replicas (0 = never). On grpc-js with keepalive, streams open on it are cut then (UNAVAILABLE) and resume from their cursor, as after a drain.",
     z.coerce.number().int().min(0),
     "300000",
   ),
