@@ -53,7 +53,7 @@ export async function watchTasks(
     wake();
   };
   const timers = watched.flatMap((task) =>
-    task.deadline === undefined ? [] : [setTimeout(poke, Math.max(0, task.deadline - Date.now()) + 5)],
+    task.deadline === undefined ? [] : [setTimeout(poke, Math.max(0, task.deadline - tasks.now()) + 5)],
   );
   const backstop = setInterval(poke, BACKSTOP_MS);
   const stopped = new AbortController();

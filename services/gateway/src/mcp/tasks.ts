@@ -63,7 +63,8 @@ export class McpTasks {
 
   constructor(
     internalKey: string,
-    private readonly now: () => number = Date.now,
+    /** The clock every task time is read from (a wait's deadline, `lastUpdatedAt`). */
+    readonly now: () => number = Date.now,
   ) {
     this.#sealer = new Sealer(internalKey, "unimatrix mcp task");
   }
