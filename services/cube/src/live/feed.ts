@@ -24,7 +24,7 @@ export type ActivityFeed = Feed<bigint, FedItem>;
 export type ActivityListener = FeedListener<FedItem>;
 
 /** An item as every stream of the replica shares it: its stream event built and marked to be encoded once. */
-export function fedItem(item: ItemRow): FedItem {
+function fedItem(item: ItemRow): FedItem {
   return { row: item.row, event: encodeOnce(eventOf(item)) };
 }
 
