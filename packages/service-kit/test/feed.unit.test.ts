@@ -34,6 +34,10 @@ class MemoryLog implements FeedSource<number, Item> {
   isNews(message: string): boolean {
     return message !== "access";
   }
+  /** `through:<n>` names the last item of its commit. */
+  covered(message: string, cursor: number): boolean {
+    return message.startsWith("through:") && Number(message.slice(8)) <= cursor;
+  }
   append(n: number, bytes = 10): void {
     for (let i = 0; i < n; i++) {
       const seq = this.items.length + 1;
@@ -85,6 +89,42 @@ describe("Feed (kit): drain once per key, fan out, cut laggards", () => {
     expect(log.reads - reads).toBe(2);
     expect(seqs(a.take())).toEqual([1, 2, 3, 4, 5]);
     expect(b.lag().items).toBe(0);
+  });
+
+  it("offer: items that follow the cursor are fanned out without a read, the same objects to every listener", async () => {
+    const queues = [new FeedQueue<Item>(), new FeedQueue<Item>()];
+    for (const q of queues) await feed.attach("a", q);
+    log.append(2);
+    const reads = log.reads;
+    await feed.offer("a", 0, log.items.slice(0, 2), 2);
+    expect(log.reads - reads).toBe(0);
+    const [first, second] = queues.map((q) => q.take());
+    expect(seqs(first!)).toEqual([1, 2]);
+    expect(second![0]).toBe(first![0]);
+    // Its doorbell names what the feed already passed: no read. One naming more is read.
+    // (Doorbells arrive in order: a read for the first would make this count 2.)
+    await bus.publish("log:a", "through:2");
+    log.append(1);
+    await bus.publish("log:a", "through:3");
+    await eventually(() => queues.every((q) => q.lag().items === 1), "item 3 read");
+    expect(log.reads - reads).toBe(1);
+    expect(queues.map((q) => seqs(q.take()))).toEqual([[3], [3]]);
+  });
+
+  it("offer: items that do not follow the cursor, or arrive while a read is in flight, are read instead, once each", async () => {
+    const q = new FeedQueue<Item>();
+    await feed.attach("a", q);
+    log.append(3);
+    // Behind: positions 1..2 were not fanned out yet, so item 3 is read with them, in order.
+    await feed.offer("a", 2, log.items.slice(2, 3), 3);
+    expect(seqs(q.take())).toEqual([1, 2, 3]);
+    log.append(2);
+    const reading = feed.wake("a");
+    const reads = log.reads;
+    await feed.offer("a", 3, log.items.slice(3, 5), 5);
+    await reading;
+    expect(log.reads - reads).toBeGreaterThanOrEqual(1);
+    expect(seqs(q.take())).toEqual([4, 5]);
   });
 
   it("coalesces wakes that arrive while reading into one more pass", async () => {

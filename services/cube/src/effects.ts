@@ -1,6 +1,6 @@
 import { type Bus, publishAfterCommit } from "@unimatrix/service-kit/bus";
 import type { Logger } from "pino";
-import { ACTIVITY, accessOf, cubeChannel, noticeChannel } from "./rules/channels";
+import { ACTIVITY, accessOf, activityThrough, cubeChannel, noticeChannel } from "./rules/channels";
 import { type AuthCache, invalidateAuth } from "./store/auth-cache";
 
 /**
@@ -14,6 +14,11 @@ export interface Effects {
   readonly access?: { readonly cubeIds: readonly string[]; readonly subjectIds: readonly string[] };
   /** Cubes with new committed activity: their doorbells ring ACTIVITY. */
   readonly activity?: readonly string[];
+  /**
+   * Where a cube's new activity ends, when the write knows (an append): its doorbell names the
+   * position, and a replica whose feed already has it (its own streams got it) skips the read.
+   */
+  readonly through?: { readonly cubeId: string; readonly position: bigint };
   /** Machines with newly queued notices: their notice doorbells ring. */
   readonly noticeMachines?: readonly string[];
 }
@@ -39,7 +44,13 @@ export async function publishEffects(deps: EffectDeps, effects: Effects): Promis
     await publishAfterCommit(deps.bus, channels, accessOf(effects.access.subjectIds), deps.logger);
   }
   if (effects.activity && effects.activity.length > 0) {
-    await publishAfterCommit(deps.bus, [...new Set(effects.activity)].map(cubeChannel), ACTIVITY, deps.logger);
+    const through = effects.through;
+    const bare = [...new Set(effects.activity)].filter((cubeId) => cubeId !== through?.cubeId);
+    if (bare.length > 0) await publishAfterCommit(deps.bus, bare.map(cubeChannel), ACTIVITY, deps.logger);
+    if (through && effects.activity.includes(through.cubeId)) {
+      const message = activityThrough(through.position);
+      await publishAfterCommit(deps.bus, [cubeChannel(through.cubeId)], message, deps.logger);
+    }
   }
   if (effects.noticeMachines && effects.noticeMachines.length > 0) {
     const channels = [...new Set(effects.noticeMachines)].map(noticeChannel);
@@ -47,9 +58,17 @@ export async function publishEffects(deps: EffectDeps, effects: Effects): Promis
   }
 }
 
-/** Runs a write path, then publishes its effects; resolves with its result. */
-export async function runOp<T>(deps: EffectDeps, op: Promise<OpResult<T>>): Promise<T> {
+/**
+ * Runs a write path, then publishes its effects; resolves with its result. `committed` sees the
+ * result after the commit and before anything is published (this replica's own streams first).
+ */
+export async function runOp<T>(
+  deps: EffectDeps,
+  op: Promise<OpResult<T>>,
+  committed?: (result: T) => void,
+): Promise<T> {
   const { result, effects } = await op;
+  committed?.(result);
   await publishEffects(deps, effects);
   return result;
 }

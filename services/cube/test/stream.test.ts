@@ -1,11 +1,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
+import { toJson } from "@bufbuild/protobuf";
 import { status } from "@grpc/grpc-js";
 import {
   StreamCloseReason,
   type SubscribeActivityResponse,
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
-import { NotificationKind } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import { type Entry, EntrySchema, NotificationKind, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { asBearer, eventually, expectStatus } from "@unimatrix/service-kit/testing";
 import {
   CubeAccess,
@@ -171,6 +172,51 @@ describe("SubscribeActivity rules", () => {
       })(),
       status.INVALID_ARGUMENT,
       "after",
+    );
+  });
+
+  it("entries appended on the stream's own replica arrive as the log has them (post, DIRECT, reply), once, in order", async () => {
+    const { cubeId } = await newCube(h, owner.token, "stream-own");
+    const a = await seat(h, owner.token, cubeId);
+    const c = await seat(h, owner.token, cubeId);
+    // Both on the appending replica: its streams get its own commits without a read back.
+    const sa = subscribe(h, a.token, cubeId);
+    const sc = subscribe(h, c.token, cubeId);
+    const streamed = () => sa.events.flatMap((e) => (e.event.case === "entry" ? [e.event.value] : []));
+    /** The log's entries now (the state a read back would have delivered), by id. */
+    const logged = async (ids: string[]) => {
+      const page = await h.activity.readActivity({ cubeId, pageSize: 500 }, asBearer(a.token));
+      const entries = page.items.flatMap((i) => (i.item.case === "entry" ? [i.item.value] : []));
+      return ids.map((id) => toJson(EntrySchema, entries.find((e) => e.id === id) as Entry));
+    };
+    try {
+      for (const r of [sa, sc]) await eventually(() => r.events.some((e) => e.event.case === "ready"), "ready");
+      const first = await post(h, a.token, cubeId, "own replica");
+      const direct = await post(h, a.token, cubeId, "for c", [c.droneId]);
+      await eventually(() => sa.entryIds().length >= 2, "two entries");
+      expect(streamed().map((e) => toJson(EntrySchema, e))).toEqual(await logged([first.id, direct.id]));
+      const reply = await h.activity.appendEntry(
+        { cubeId, message: "a reply", visibility: Visibility.BROADCAST, replyToEntryId: first.id },
+        asBearer(c.token),
+      );
+      const ids = [first.id, direct.id, reply.entry?.id as string];
+      await eventually(() => sa.entryIds().length >= 3 && sc.entryIds().length >= 3, "three entries on both");
+      expect([sa.entryIds(), sc.entryIds()]).toEqual([ids, ids]);
+      expect(
+        streamed()
+          .slice(2)
+          .map((e) => toJson(EntrySchema, e)),
+      ).toEqual(await logged(ids.slice(2)));
+    } finally {
+      for (const r of [sa, sc]) r.cancel();
+      await Promise.all([sa.done, sc.done]);
+    }
+    await expectStatus(
+      (async () => {
+        for await (const _ of h.activity.subscribeActivity({ cubeId: "not-a-uuid" }, asBearer(user))) break;
+      })(),
+      status.INVALID_ARGUMENT,
+      "cube_id",
     );
   });
 

@@ -19,6 +19,11 @@ export interface FeedSource<Cursor, Item> {
   ): Promise<{ readonly items: readonly Item[]; readonly cursor: Cursor }>;
   /** True when a doorbell message means "new items" (default: every message); others go to `notify`. */
   isNews?(message: string): boolean;
+  /**
+   * True when a news doorbell announces nothing past `cursor` (it names the last item of its
+   * commit, which this replica already fanned out, e.g. through `offer`): the feed skips the read.
+   */
+  covered?(message: string, cursor: Cursor): boolean;
 }
 
 /** What a listener has not yet handed to its consumer: the lag the feed's budget limits. */
@@ -167,6 +172,21 @@ export class Feed<Cursor, Item> {
     return feed ? this.#wake(feed) : Promise.resolve();
   }
 
+  /**
+   * Hands items this replica has just committed, and holds in full, to `key`'s listeners without
+   * reading them back: only when they follow the feed's cursor exactly (`after`, compared with
+   * `===`) and no read is in flight, so they are the next items and nothing is fanned out twice.
+   * Otherwise it wakes the feed, which reads them. `cursor` is the cursor after the last item.
+   */
+  offer(key: string, after: Cursor, items: readonly Item[], cursor: Cursor): Promise<void> {
+    const feed = this.#feeds.get(key);
+    if (!feed) return Promise.resolve();
+    if (feed.closed || feed.draining || feed.cursor === undefined || feed.cursor !== after) return this.#wake(feed);
+    feed.cursor = cursor;
+    if (items.length > 0) this.#fanOut(feed, items);
+    return Promise.resolve();
+  }
+
   /** Listeners attached to `key` on this replica. */
   listeners(key: string): number {
     return this.#feeds.get(key)?.listeners.size ?? 0;
@@ -202,7 +222,7 @@ export class Feed<Cursor, Item> {
     feed.subscription = await bus.subscribe(source.channel(feed.key), (message) => {
       if (source.isNews && !source.isNews(message)) {
         for (const listener of feed.listeners) listener.notify?.(message);
-      } else void this.#wake(feed);
+      } else if (feed.cursor === undefined || !source.covered?.(message, feed.cursor)) void this.#wake(feed);
     });
     feed.cursor = await source.head(feed.key);
     if (this.#healMs > 0) {

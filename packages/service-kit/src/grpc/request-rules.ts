@@ -132,6 +132,12 @@ async function* failingWith(responses: AsyncIterable<unknown>, failure: () => un
 
 type Impl = (request: never, ctx: never) => unknown;
 
+/** A response stream that fails at once with `error` (a refused request). */
+async function* refused(error: unknown): AsyncGenerator<never> {
+  yield* [];
+  throw error;
+}
+
 /**
  * Wraps a method implementation so every request (each message of a client stream) is checked
  * against the contract rules before the handler sees it. `undefined` stays `undefined`.
@@ -147,10 +153,16 @@ export function withRequestRules<F extends Impl>(method: DescMethod, fn: F | und
         return call(request, ctx);
       }) as unknown as F;
     case "server_streaming":
-      return async function* (request: unknown, ctx: unknown) {
-        checkRequest(input, request);
-        yield* call(request, ctx) as AsyncIterable<unknown>;
-      } as unknown as F;
+      // The handler's own responses, not a generator around them: each response of a long
+      // stream (a fan-out writes thousands a second) would pay one more async step per message.
+      return ((request: unknown, ctx: unknown) => {
+        try {
+          checkRequest(input, request);
+        } catch (error) {
+          return refused(error);
+        }
+        return call(request, ctx);
+      }) as unknown as F;
     case "client_streaming":
       return ((requests: AsyncIterable<unknown>, ctx: CallContext) => {
         const stream = checkedStream(input, requests, ctx);

@@ -17,7 +17,7 @@ import {
 import type { CubeDeps } from "../deps";
 import { runOp } from "../effects";
 import type { DeliveryRecorder } from "../live/deliveries";
-import type { ActivityFeed } from "../live/feed";
+import { type ActivityFeed, offerCommitted } from "../live/feed";
 import { subscribeActivity } from "../live/subscribe";
 import { ackEntry } from "../ops/ack";
 import { appendEntry } from "../ops/append";
@@ -60,8 +60,8 @@ export function activityHandlers(
       const op = replyTo
         ? replyToEntry(deps, principal, cubeId, { ...input, replyTo })
         : appendEntry(deps, principal, cubeId, input);
-      const entry = await runOp(deps, op);
-      wake(cubeId);
+      // This replica's streams get the committed entry at once, before the doorbell rings.
+      const entry = await runOp(deps, op, (item) => void offerCommitted(feed, item).catch(() => {}));
       return { entry: entryToWire(entry) };
     },
 

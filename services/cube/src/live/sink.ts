@@ -7,19 +7,17 @@ import {
 import type { Principal } from "@unimatrix/service-kit/auth";
 import type { Lag } from "@unimatrix/service-kit/bus";
 import type { CubeDeps } from "../deps";
-import { revokedReason } from "../reads/credentials";
-import { READ } from "../rules/access";
 import { subjectsOfAccess } from "../rules/channels";
 import { encodeCursor } from "../rules/cursor";
-import { type Viewer, viewerOf, visibleTo } from "../rules/visibility";
-import { requireAccess } from "../store/access";
+import { type Viewer, visibleTo } from "../rules/visibility";
 import type { ActivityListener, FedItem } from "./feed";
+import type { AccessRechecks } from "./rechecks";
 
 /** A SubscribeActivity event as a stream yields it. */
 export type Event = MessageInitShape<typeof SubscribeActivityResponseSchema>;
 
 /** Least time between two access re-checks of one stream, unless an access doorbell rings (revocation also rings one). */
-const RECHECK_MS = 5_000;
+export const RECHECK_MS = 5_000;
 
 /**
  * When a stream's next periodic re-check is due: RECHECK_MS to twice that from now, spread at
@@ -50,6 +48,7 @@ export class StreamSink implements ActivityListener {
 
   constructor(
     private readonly deps: CubeDeps,
+    private readonly rechecks: AccessRechecks,
     private readonly principal: Principal,
     readonly cubeId: string,
     start: bigint,
@@ -140,27 +139,29 @@ export class StreamSink implements ActivityListener {
       this.#recheckAgain = true;
       return;
     }
-    this.#startCheck();
+    this.#startCheck(true);
   }
 
   /**
    * The periodic re-check (a lost doorbell's safety net): nothing is known to have changed, so
    * items keep flowing with the current viewer meanwhile. Holding them here stalled every
-   * stream's deliveries behind a database round trip every RECHECK_MS.
+   * stream's deliveries behind a database round trip every RECHECK_MS. It may take the check
+   * another stream of the same credential sent less than RECHECK_MS / 2 ago (`AccessRechecks`).
    */
   #periodicCheck(): void {
     if (this.terminal || this.#checking) return;
-    this.#startCheck();
+    this.#startCheck(false);
   }
 
-  #startCheck(): void {
+  /** `fresh`: access changed, the check must read after now (not share one already sent). */
+  #startCheck(fresh: boolean): void {
     this.#checking = true;
     this.#nextCheck = nextRecheck();
-    void this.#recheck().finally(() => {
+    void this.#recheck(fresh).finally(() => {
       this.#checking = false;
       if (this.#recheckAgain) {
         this.#recheckAgain = false;
-        this.#startCheck();
+        this.#startCheck(true);
         return;
       }
       this.#holding = false;
@@ -172,20 +173,11 @@ export class StreamSink implements ActivityListener {
     });
   }
 
-  async #recheck(): Promise<void> {
-    const reason = await revokedReason(this.deps, this.principal, this.credentialId).catch(() => undefined);
-    if (reason === undefined) return;
-    if (reason === null) {
-      try {
-        const s = await requireAccess(this.deps.prisma, this.principal, this.cubeId, READ, "reading");
-        this.viewer = viewerOf(s);
-        return;
-      } catch {
-        this.end({ event: { case: "accessRevoked", value: { reason: "access to the cube was removed" } } });
-        return;
-      }
-    }
-    this.end({ event: { case: "accessRevoked", value: { reason } } });
+  /** One re-check, shared with the replica's other streams of the same principal, credential and cube. */
+  async #recheck(fresh: boolean): Promise<void> {
+    const found = await this.rechecks.check(this.principal, this.cubeId, this.credentialId, fresh);
+    if (found.kind === "viewer") this.viewer = found.viewer;
+    else if (found.kind === "revoked") this.end({ event: { case: "accessRevoked", value: { reason: found.reason } } });
   }
 
   /** Queues a heartbeat carrying the cursor. */

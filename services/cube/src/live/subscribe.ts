@@ -20,7 +20,8 @@ import { requireAccess } from "../store/access";
 import { floorOf, loadItems, scanVisible } from "../tables/entries";
 import type { DeliveryRecorder } from "./deliveries";
 import type { ActivityFeed } from "./feed";
-import { type Event, StreamSink } from "./sink";
+import { AccessRechecks } from "./rechecks";
+import { type Event, RECHECK_MS, StreamSink } from "./sink";
 
 /** Most open streams per credential (`credentialKey`: a drone session counts against its client), fleet-wide. */
 const MAX_STREAMS_PER_CREDENTIAL = 10;
@@ -36,6 +37,8 @@ export function subscribeActivity(
   deliveries?: DeliveryRecorder,
 ): (request: SubscribeActivityRequest, ctx: CallContext) => AsyncGenerator<Event> {
   const limiter = new StreamLimiter({ max: MAX_STREAMS_PER_CREDENTIAL, what: "SubscribeActivity streams", counter });
+  // A periodic re-check takes one its credential's other streams sent less than half the period ago.
+  const rechecks = new AccessRechecks(deps, RECHECK_MS / 2);
   return async function* (request: SubscribeActivityRequest, ctx: CallContext): AsyncGenerator<Event> {
     const cubeId = requireUuid("cube_id", request.cubeId);
     const principal = await ctx.principal();
@@ -51,7 +54,16 @@ export function subscribeActivity(
       if (reason) throw new UnauthenticatedError(reason);
     }
     const release = await limiter.acquire(credentialKey(principal));
-    const sink = new StreamSink(deps, principal, cubeId, start, viewerOf(s), credentialId, request.accessChanges);
+    const sink = new StreamSink(
+      deps,
+      rechecks,
+      principal,
+      cubeId,
+      start,
+      viewerOf(s),
+      credentialId,
+      request.accessChanges,
+    );
     const onAbort = () => sink.signal();
     ctx.signal.addEventListener("abort", onAbort);
     const heartbeat = setInterval(() => sink.heartbeat(), deps.config.heartbeatMs);

@@ -28,6 +28,10 @@ export async function appendEntry(
   row.position = inserted.position;
   return {
     result: { row, state: NO_REACTIONS },
-    effects: { activity: [cubeId], noticeMachines: inserted.noticeMachines },
+    effects: {
+      activity: [cubeId],
+      through: { cubeId, position: inserted.position },
+      noticeMachines: inserted.noticeMachines,
+    },
   };
 }

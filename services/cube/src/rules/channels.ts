@@ -1,5 +1,17 @@
-/** Bus message: new activity was committed up to this position. */
+/** Bus message: new activity was committed (`activity:<position>`: up to that position). */
 export const ACTIVITY = "activity";
+
+/** The ACTIVITY message of a commit whose last item is at `position`. */
+export function activityThrough(position: bigint): string {
+  return `${ACTIVITY}:${position}`;
+}
+
+/** The last position an ACTIVITY message names; undefined when it names none (or is not ACTIVITY). */
+export function positionOfActivity(message: string): bigint | undefined {
+  if (!message.startsWith(`${ACTIVITY}:`)) return undefined;
+  const text = message.slice(ACTIVITY.length + 1);
+  return /^[0-9]{1,19}$/.test(text) ? BigInt(text) : undefined;
+}
 /** Bus message prefix: access changed (revocation, eviction, grant); open streams re-check now. */
 const ACCESS = "access";
 
