@@ -10,7 +10,7 @@ const MAX_AGE_MS = 60_000;
  * Most age while the bus is down, when credential news can be missed: the bound every edge cache
  * of the fleet keeps (the gateway's `GATEWAY_AUTH_CACHE_MS` is at most 5 s, cube's token cache 5 s).
  */
-export const MACHINE_AUTH_DOWN_MAX_AGE_MS = 5_000;
+const DOWN_MAX_AGE_MS = 5_000;
 const MAX_ENTRIES = 20_000;
 
 /** The machine a token authenticates as. */
@@ -40,7 +40,7 @@ export class MachineAuth {
       bus: deps.bus,
       channel: CREDENTIAL_CHANNEL,
       maxAgeMs: MAX_AGE_MS,
-      downMaxAgeMs: MACHINE_AUTH_DOWN_MAX_AGE_MS,
+      downMaxAgeMs: DOWN_MAX_AGE_MS,
       maxEntries: MAX_ENTRIES,
       now: () => deps.clock.now().getTime(),
     });
