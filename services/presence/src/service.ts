@@ -27,6 +27,7 @@ import { linkHandlers } from "./handlers/link";
 import { machineHandlers } from "./handlers/machines";
 import { watchFeed } from "./live/feed";
 import { LinkRegistry } from "./live/links";
+import { MachineAuth } from "./live/machine-auth";
 import { NoticeRelays } from "./live/notice-relay";
 import { type ReconcileReport, Reconciler } from "./live/reconciler";
 import { watchStreamLimiter } from "./live/watch";
@@ -76,6 +77,8 @@ export interface PresenceExtra {
   readonly reconciler: Reconciler;
   /** The notice relays (absent without a cube address). */
   readonly notices: NoticeRelays | undefined;
+  /** Machine token authentication and its cache. */
+  readonly machineAuth: MachineAuth;
 }
 
 /**
@@ -106,6 +109,9 @@ export const presenceService = defineService<PresenceConfig>({
     // The hot statements (machine auth, link open/close, feed reads) skip Prisma's per-query cost.
     const fast = rawQuery(deps.database);
     const machines = new MachineStore(prisma, fast);
+    // Machine tokens through a per-replica cache that credential news (a revocation) invalidates.
+    const machineAuth = new MachineAuth(machines, { bus, clock, logger });
+    await machineAuth.open();
     const transitions = new TransitionStore(prisma, fast);
     const logs = new LogStore(prisma, fast);
     const registry = new LinkRegistry({ transitions, bus, clock, logger, replicaId, leaseMs: settings.leaseMs });
@@ -127,7 +133,7 @@ export const presenceService = defineService<PresenceConfig>({
       operatorToken: deps.operatorToken,
       resolveToken: async (parsed, raw, scope) => {
         if (parsed.kind === "machine") {
-          const machine = await machines.authenticate(parsed);
+          const machine = await machineAuth.authenticate(parsed);
           return machine ? { kind: "machine", tenantId: machine.tenantId, subjectId: machine.id } : null;
         }
         return resolveForeign ? resolveForeign(raw, scope) : null;
@@ -137,6 +143,7 @@ export const presenceService = defineService<PresenceConfig>({
     const news = await CredentialNewsBoard.open(bus);
     const machineService = machineHandlers({
       machines,
+      machineAuth,
       registry,
       bus,
       clock,
@@ -173,13 +180,14 @@ export const presenceService = defineService<PresenceConfig>({
       await reconciler.run();
     } catch (error) {
       await news.close();
+      await machineAuth.close();
       await closeCounter(counter);
       await notices?.close();
       cube?.close();
       await prisma.$disconnect();
       throw error;
     }
-    const extra: PresenceExtra = { replicaId, registry, reconciler, notices };
+    const extra: PresenceExtra = { replicaId, registry, reconciler, notices, machineAuth };
     return {
       routes: [route(MachineService, machineService), route(LinkService, linkService)],
       authenticate,
@@ -193,7 +201,9 @@ export const presenceService = defineService<PresenceConfig>({
       ],
       extra: { ...extra },
       async close() {
+        await registry.settle();
         await news.close();
+        await machineAuth.close();
         await feed.close();
         await closeCounter(counter);
         await notices?.close();
@@ -219,6 +229,8 @@ export interface PresenceService extends StartedService<PresenceConfig> {
   readonly replicaId: string;
   /** This replica's notice relays (absent without a cube address): counts for tests. */
   readonly notices: NoticeRelays | undefined;
+  /** This replica's machine token authentication: cache counts for tests. */
+  readonly machineAuth: MachineAuth;
   /** Runs one reconcile pass now (also runs at start and every PRESENCE_RECONCILE_MS). */
   reconcile(): Promise<ReconcileReport>;
   /** Renews this replica's link leases now (also runs every third of the lease). */
@@ -248,6 +260,7 @@ export async function startPresence(options: PresenceServiceOptions): Promise<Pr
   return Object.assign(running, {
     replicaId: live.replicaId,
     notices: live.notices,
+    machineAuth: live.machineAuth,
     reconcile: () => live.reconciler.run(),
     renewLeases: () => live.registry.renewLeases(),
     async kill() {

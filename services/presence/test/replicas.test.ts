@@ -1,5 +1,7 @@
+import { status } from "@grpc/grpc-js";
 import { LinkCloseReason } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import type { WatchMachinesResponse } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
+import { asBearer, expectStatus } from "@unimatrix/service-kit/testing";
 import type { PresenceService } from "../src";
 import { as, Collector, eventually, FAST, newTenant, openLink, describe as show, World } from "./helpers";
 
@@ -113,5 +115,39 @@ describe("two replicas", () => {
     again.call.end();
     await again.responses.finished;
     await eventually(() => transitions().length === 2, "unlinked");
+  });
+
+  test("a machine token cached on both replicas is refused on both once revoked: at once here, over the bus there", async () => {
+    const { user, tokens, machines } = await tenantWithWatcherOn(a, ["cached"]);
+    const token = tokens.get("cached") ?? "";
+    const onB = world.machines(b);
+    const id = (await machines.listMachines({}, as(user))).machines[0]?.id ?? "";
+    // Each replica loads the credential once, then answers from its cache.
+    for (const client of [machines, onB]) await client.getMachine({ machineId: id }, asBearer(token));
+    const hits = { a: a.machineAuth.stats().hits, b: b.machineAuth.stats().hits };
+    for (const client of [machines, onB]) await client.getMachine({ machineId: id }, asBearer(token));
+    expect(a.machineAuth.stats().hits).toBe(hits.a + 1);
+    expect(b.machineAuth.stats().hits).toBe(hits.b + 1);
+    // The cached verifier still checks the secret: the right lookup with a wrong secret is refused.
+    const forged = `${token.slice(0, token.lastIndexOf("_") + 1)}${"A".repeat(43)}`;
+    await expectStatus(onB.getMachine({ machineId: id }, asBearer(forged)), status.UNAUTHENTICATED);
+    expect(b.machineAuth.stats().hits).toBe(hits.b + 2);
+    // A link's open re-checks revocation under the row lock; the caches hear the credential news.
+    const link = await openLink(world.links(b), token);
+    await machines.revokeMachine({ machineId: id }, as(user));
+    await expectStatus(machines.getMachine({ machineId: id }, asBearer(token)), status.UNAUTHENTICATED);
+    await expectStatus(machines.authenticate({ token }), status.UNAUTHENTICATED);
+    await eventually(async () => {
+      try {
+        await onB.getMachine({ machineId: id }, asBearer(token));
+        return false;
+      } catch (error) {
+        return (error as { code?: number }).code === status.UNAUTHENTICATED;
+      }
+    }, "the other replica refuses the revoked token");
+    await link.responses.ended();
+    const last = link.responses.items.at(-1);
+    expect(last?.event.case === "closed" && last.event.value.reason).toBe(LinkCloseReason.REVOKED);
+    await expectStatus(onB.authenticate({ token }), status.UNAUTHENTICATED);
   });
 });

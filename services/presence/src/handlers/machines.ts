@@ -1,8 +1,6 @@
 import { LinkCloseReason } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import type { MachineService } from "@unimatrix/contracts/unimatrix/presence/v1/machine_service_pb";
-import { CREDENTIAL_CHANNEL, credentialTag } from "@unimatrix/service-kit/auth";
 import type { Bus } from "@unimatrix/service-kit/bus";
-import { publishAfterCommit } from "@unimatrix/service-kit/bus";
 import type { Clock } from "@unimatrix/service-kit/clock";
 import { UnauthenticatedError } from "@unimatrix/service-kit/errors";
 import type { ServiceImpl } from "@unimatrix/service-kit/grpc";
@@ -10,6 +8,7 @@ import { type PageTokens, pageSize, requireUuid } from "@unimatrix/service-kit/r
 import type { Logger } from "pino";
 import { machineMessage, machinePrincipal } from "../convert";
 import type { LinkRegistry } from "../live/links";
+import type { MachineAuth } from "../live/machine-auth";
 import { publishSignal } from "../live/signal";
 import { type WatchDeps, watchStream } from "../live/watch";
 import { requireTenant } from "../rules/access";
@@ -27,6 +26,8 @@ import type { MachineStore } from "../store/machines";
 /** What the machine handlers need. */
 export interface MachineHandlerDeps {
   readonly machines: MachineStore;
+  /** Machine tokens → machines (cached; a revocation's credential news invalidates it). */
+  readonly machineAuth: MachineAuth;
   readonly registry: LinkRegistry;
   readonly bus: Bus;
   readonly clock: Clock;
@@ -82,14 +83,14 @@ export function machineHandlers(deps: MachineHandlerDeps): ServiceImpl<typeof Ma
           ...(revoked.event ? { seq: revoked.event.seq.toString() } : {}),
           revoked: id,
         });
-        // Credential news: every gateway's cache and open streams of this machine hear it at once.
-        await publishAfterCommit(deps.bus, CREDENTIAL_CHANNEL, credentialTag.machine(id), deps.logger);
+        // Credential news: every replica's and gateway's cache and open streams of this machine hear it at once.
+        await deps.machineAuth.revoked(id);
       }
       return { machine: machineMessage(revoked.machine) };
     },
 
     async authenticate(request) {
-      const machine = await machines.authenticate(requireMachineToken(request.token));
+      const machine = await deps.machineAuth.authenticate(requireMachineToken(request.token));
       if (!machine) throw new UnauthenticatedError("invalid credential");
       return { principal: machinePrincipal(machine) };
     },

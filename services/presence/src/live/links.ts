@@ -38,6 +38,8 @@ export class LinkRegistry {
   readonly #byMachine = new Map<string, LinkHandle>();
   readonly #chains = new Map<string, Promise<unknown>>();
   readonly #tenants = new Map<string, { count: number; sub: Promise<BusSubscription> }>();
+  /** Signals of committed opens and closes on their way to the bus (`#ring`). */
+  readonly #ringing = new Set<Promise<void>>();
   readonly #options: LinkRegistryOptions;
   /** Link opens and closes, committed per tenant in groups (one WAL flush for what gathered meanwhile). */
   readonly #commits: LinkCommits;
@@ -92,6 +94,24 @@ export class LinkRegistry {
     });
   }
 
+  /**
+   * `publish` without holding the link that committed: the database is the truth and the signal
+   * only wakes readers, so a daemon gets `linked` (or its stream's end) one bus round trip
+   * sooner. The signals of this replica still leave in commit order (one bus connection, handed
+   * over synchronously); `settle` waits for the ones on their way.
+   */
+  #ring(tenantId: string, event: PresenceEvent | null, extra: { link?: { m: string; l: string } } = {}): void {
+    const sent = this.publish(tenantId, event, extra);
+    this.#ringing.add(sent);
+    const done = () => this.#ringing.delete(sent);
+    sent.then(done, done);
+  }
+
+  /** Resolves once every signal rung so far was handed to the bus (the replica stops after it). */
+  async settle(): Promise<void> {
+    await Promise.all([...this.#ringing]);
+  }
+
   /** Opens `handle`: records ownership, links the machine, replaces any previous link. */
   async open(handle: LinkHandle): Promise<void> {
     await this.#subscribe(handle.tenantId);
@@ -107,7 +127,7 @@ export class LinkRegistry {
         const prior = this.#byMachine.get(handle.machineId);
         this.#byMachine.set(handle.machineId, handle);
         if (prior && prior.linkId !== handle.linkId) prior.close(LinkCloseReason.REPLACED);
-        await this.publish(opened.tenantId, opened.event, { link: { m: handle.machineId, l: handle.linkId } });
+        this.#ring(opened.tenantId, opened.event, { link: { m: handle.machineId, l: handle.linkId } });
       });
     } catch (error) {
       await this.#unsubscribe(handle.tenantId);
@@ -127,7 +147,7 @@ export class LinkRegistry {
           handle.linkId,
           this.#options.clock.now(),
         );
-        if (result) await this.publish(result.tenantId, result.event);
+        if (result) this.#ring(result.tenantId, result.event);
       });
     } catch (error) {
       // Reconcile finds the ownership row without a held link and unlinks it.

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { issueToken, type ParsedToken, sha256, verifySecret } from "@unimatrix/service-kit/auth";
+import { issueToken } from "@unimatrix/service-kit/auth";
 import { AlreadyExistsError, NotFoundError } from "@unimatrix/service-kit/errors";
 import { inTransaction, isUniqueViolation, type RawQuery, type Tx } from "@unimatrix/service-kit/store";
 import type { PrismaClient } from "../../generated/prisma/client";
@@ -37,11 +37,20 @@ export interface Revoked {
   readonly event: PresenceEvent | null;
 }
 
+/** A machine's credential row: what a token is checked against. */
+export interface MachineCredential {
+  readonly id: string;
+  readonly tenantId: string;
+  readonly name: string;
+  readonly verifierDigest: Uint8Array;
+  readonly revoked: boolean;
+}
+
 /** Machines and their credentials. Every query is scoped by tenant. */
 export class MachineStore {
   constructor(
     private readonly prisma: PrismaClient,
-    /** The statements every machine call runs (authenticate, active) straight on the pool. */
+    /** The statements every machine call runs (credential, active) straight on the pool. */
     private readonly fast: RawQuery = prisma,
   ) {}
 
@@ -131,18 +140,24 @@ export class MachineStore {
     });
   }
 
-  /** The active machine a machine token names, or null when unknown, wrong or revoked. */
-  async authenticate(token: ParsedToken): Promise<{ id: string; tenantId: string; name: string } | null> {
-    if (token.kind !== "machine") return null;
-    // Straight on the pool: this runs on every call a machine makes.
+  /**
+   * The credential row a token's lookup digest names (its verifier, whether it is revoked), or
+   * null. Straight on the pool: machine calls authenticate through it (live/machine-auth.ts).
+   */
+  async credential(lookupDigest: Uint8Array): Promise<MachineCredential | null> {
     const rows = await this.fast.$queryRaw<
       { id: string; tenant_id: string; name: string; verifier_digest: Uint8Array; revoked_at: Date | null }[]
     >`SELECT id::text AS id, tenant_id::text AS tenant_id, name, verifier_digest, revoked_at
-      FROM machines WHERE lookup_digest = ${new Uint8Array(sha256(token.lookup))}`;
+      FROM machines WHERE lookup_digest = ${new Uint8Array(lookupDigest)}`;
     const row = rows[0];
-    if (!row || !verifySecret(token.secret, row.verifier_digest)) return null;
-    if (row.revoked_at) return null;
-    return { id: row.id, tenantId: row.tenant_id, name: row.name };
+    if (!row) return null;
+    return {
+      id: row.id,
+      tenantId: row.tenant_id,
+      name: row.name,
+      verifierDigest: row.verifier_digest,
+      revoked: row.revoked_at !== null,
+    };
   }
 
   /** True when the machine exists and is not revoked. */

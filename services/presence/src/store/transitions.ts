@@ -170,6 +170,9 @@ export class TransitionStore {
    * statement fails them all, and nothing was written.
    */
   async linkBatch(ops: readonly LinkOp[]): Promise<LinkOutcome[]> {
+    // One transition alone (an idle tenant's): its own function, the same statements without the arrays.
+    const [only] = ops;
+    if (only && ops.length === 1) return [await this.#linkOne(only)];
     const kinds = ops.map((op) => op.kind);
     const machines = ops.map((op) => op.machineId);
     const links = ops.map((op) => (op.kind === "open" ? op.ownership.linkId : op.linkId));
@@ -192,6 +195,17 @@ export class TransitionStore {
         return { kind: "open", error };
       }
     });
+  }
+
+  async #linkOne(op: LinkOp): Promise<LinkOutcome> {
+    if (op.kind === "close") return { kind: "close", closed: await this.linkClosed(op.machineId, op.linkId, op.at) };
+    try {
+      return { kind: "open", opened: await this.linkOpened(op.machineId, op.ownership, op.at) };
+    } catch (error) {
+      // As in a batch: a revoked machine's open is its own outcome; a failed statement fails the call.
+      if (error instanceof UnauthenticatedError) return { kind: "open", error };
+      throw error;
+    }
   }
 
   /**
