@@ -1,10 +1,13 @@
 /**
  * Device benchmark: heartbeats/s and placements/s over real gRPC (stock grpc-js client, signed
  * principals as the gateway sends them) at 8 and 64 concurrent callers, each next to its floor in
- * the same run: a bare grpc-js handler running the same row change as one raw `pg` statement, no
+ * the same run: a bare grpc-js handler running the RPC's own statement as one raw `pg` query, no
  * auth (kit `startFloor`), in the same worker thread as the service (its own event loop, as in a
- * deployment), with the same pool size. A raw `pg` statement from the callers' thread (no gRPC)
- * is shown too. Prints `BENCH` lines for the 8-caller figures.
+ * deployment), with the same pool size. The placement's floor runs PlaceSession's own statement
+ * (as the cube's append floor runs the append's); the earlier placement floor, an `UPDATE` of one
+ * existing placement row, is measured beside it (`update_floor_*`, docs/decisions.md says why it
+ * changed). A raw `pg` statement from the callers' thread (no gRPC) is shown too. Prints `BENCH`
+ * lines for the 8-caller figures.
  *
  *   npm run bench device     (needs Postgres at TEST_DATABASE_URL and Redis at TEST_REDIS_URL)
  */
@@ -107,6 +110,28 @@ async function main(): Promise<void> {
              RETURNING lease_expires_at`;
     const PLACEMENT_SQL = `UPDATE placements SET device_id = $1, rev = rev + 1, updated_at = now()
              WHERE tenant_id = $2 AND root_session_id = $3 RETURNING rev`;
+    // PlaceSession's own statement (store/placements.ts placeSession), its parameters in order:
+    // tenant, owner (NULL: a USER caller), device, root session, now, audit row id, actor.
+    const PLACE_SQL = `WITH d AS (
+        SELECT id, tenant_id, owner_subject_id, status,
+          ($1::uuid IS NULL OR tenant_id = $1::uuid) AND ($2::uuid IS NULL OR owner_subject_id = $2::uuid) AS visible
+        FROM devices WHERE id = $3::uuid FOR SHARE
+      ), ins AS (
+        INSERT INTO placements AS p (tenant_id, root_session_id, device_id, owner_subject_id, rev, placed_at, updated_at)
+        SELECT tenant_id, $4, id, owner_subject_id, 1, $5, $5 FROM d
+        WHERE d.visible AND d.status = 'active'
+        ON CONFLICT (tenant_id, root_session_id) DO NOTHING
+        RETURNING p.root_session_id, p.device_id::text, p.rev, p.placed_at, p.updated_at
+      ), aud AS (
+        INSERT INTO audit_events (id, tenant_id, owner_subject_id, event_type, device_id, actor_id, root_session_id, detail, at)
+        SELECT $6::uuid, d.tenant_id, d.owner_subject_id, 'session_placed', d.id, $7, ins.root_session_id,
+          '{"rev":1}'::jsonb, $5
+        FROM ins, d
+        RETURNING seq
+      )
+      SELECT d.tenant_id::text, d.owner_subject_id::text, d.status, d.visible, (SELECT seq FROM aud) AS seq,
+        ins.root_session_id, ins.device_id, ins.rev, ins.placed_at, ins.updated_at, NULL::text AS active_run_id
+      FROM d LEFT JOIN ins ON TRUE`;
     const ops = {
       heartbeat: {
         service: async (w: number) => {
@@ -148,16 +173,34 @@ async function main(): Promise<void> {
           if (r.outcome !== 1) throw new Error(`placement outcome ${r.outcome}`);
         },
         raw: async (w: number) => {
-          const { rows } = await raw.query(
-            `UPDATE placements SET device_id = $1, rev = rev + 1, updated_at = now()
-             WHERE tenant_id = $2 AND root_session_id = $3 RETURNING rev`,
-            [fleet[w]?.id, tenantId, `raw-${w}`],
-          );
-          if (rows.length !== 1) throw new Error("raw placement missed");
+          placed += 1;
+          const { rows } = await raw.query(PLACE_SQL, [
+            tenantId,
+            null,
+            fleet[w]?.id,
+            `r-${w}-${placed}`,
+            new Date(),
+            randomUUID(),
+            user.subjectId,
+          ]);
+          if (rows[0]?.seq === null || rows[0]?.seq === undefined) throw new Error("raw placement missed");
         },
         floor: async (w: number) => {
-          const n = await floor.query(PLACEMENT_SQL, [fleet[w]?.id, tenantId, `raw-${w}`]);
+          placed += 1;
+          const n = await floor.query(PLACE_SQL, [
+            tenantId,
+            null,
+            fleet[w]?.id,
+            `f-${w}-${placed}`,
+            new Date().toISOString(),
+            randomUUID(),
+            user.subjectId,
+          ]);
           if (n !== 1) throw new Error("floor placement missed");
+        },
+        updateFloor: async (w: number) => {
+          const n = await floor.query(PLACEMENT_SQL, [fleet[w]?.id, tenantId, `raw-${w}`]);
+          if (n !== 1) throw new Error("update floor placement missed");
         },
       },
     };
@@ -170,23 +213,28 @@ async function main(): Promise<void> {
       raw: number;
       serviceCpu: number;
       floorCpu: number;
+      /** The earlier floor's rate (placement only). */
+      updateFloor: number | undefined;
     }[] = [];
     const transport: { workers: number; echo: number; cpu: number }[] = [];
     for (const workers of [8, 64]) {
       for (const [what, op] of Object.entries(ops)) {
+        const updateFloor = "updateFloor" in op ? op.updateFloor : undefined;
         // Warm up, then alternate service, floor and raw twice and keep each one's best (the box is shared).
         await rate(workers, op.service, 1);
         await rate(workers, op.floor, 1);
         await rate(workers, op.raw, 1);
-        const best = { service: 0, floor: 0, raw: 0, serviceCpu: Infinity, floorCpu: Infinity };
+        if (updateFloor) await rate(workers, updateFloor, 1);
+        const best = { service: 0, floor: 0, raw: 0, serviceCpu: Infinity, floorCpu: Infinity, updateFloor: 0 };
         for (let round = 0; round < 2; round += 1) {
           best.service = Math.max(best.service, await rate(workers, op.service));
           best.serviceCpu = Math.min(best.serviceCpu, lastCpuPerOp);
           best.floor = Math.max(best.floor, await rate(workers, op.floor));
           best.floorCpu = Math.min(best.floorCpu, lastCpuPerOp);
           best.raw = Math.max(best.raw, await rate(workers, op.raw));
+          if (updateFloor) best.updateFloor = Math.max(best.updateFloor, await rate(workers, updateFloor));
         }
-        results.push({ what, workers, ...best });
+        results.push({ what, workers, ...best, updateFloor: updateFloor ? best.updateFloor : undefined });
       }
       transport.push({ workers, echo: await rate(workers, () => echo()), cpu: lastCpuPerOp });
     }
@@ -206,8 +254,13 @@ async function main(): Promise<void> {
       );
     }
     process.stdout.write(
-      "floor: bare grpc-js handler + one raw pg statement, no auth, in the service's worker thread\n",
+      "floor: bare grpc-js handler + the RPC's own statement as one raw pg query, no auth, in the service's worker thread\n",
     );
+    for (const r of results.filter((x) => x.updateFloor !== undefined)) {
+      process.stdout.write(
+        `${r.what} at ${r.workers} callers beside the earlier floor (UPDATE of one placement row): ${r.updateFloor?.toFixed(0)}/s, share ${((r.service / (r.updateFloor ?? 1)) * 100).toFixed(0)}%\n`,
+      );
+    }
     process.stdout.write("raw pg: the same statement from the callers' thread, no gRPC\n");
     process.stdout.write("transport ceiling (bare grpc-js echo in the same worker, no auth, no database):\n");
     for (const t of transport)
@@ -220,6 +273,10 @@ async function main(): Promise<void> {
       bench(`device.${name}.per_s${suffix}`, r.service, "1/s");
       bench(`device.${name}.floor_per_s${suffix}`, r.floor, "1/s");
       bench(`device.${name}.floor_share${suffix}`, r.service / r.floor, "ratio");
+      if (r.updateFloor !== undefined) {
+        bench(`device.${name}.update_floor_per_s${suffix}`, r.updateFloor, "1/s");
+        bench(`device.${name}.update_floor_share${suffix}`, r.service / r.updateFloor, "ratio");
+      }
       if (r.workers === 8) bench(`device.${name}.cpu_us`, r.serviceCpu, "us");
     }
   } finally {

@@ -66,6 +66,26 @@ describe("placement, rebind and run claims", () => {
     expect(notes.find((n) => n.type === "session_placed")).toMatchObject({ rootSessionId: s, rev: "1" });
   });
 
+  it("rings the notes of successive placements in commit order (answers do not wait for the bus)", async () => {
+    const t = tenant();
+    const notes: { type: string; rootSessionId?: string; cursor: string }[] = [];
+    const bus = await h.openBus();
+    await bus.subscribe(`device:${t.tenantId}`, (m) => notes.push(JSON.parse(m)));
+    const a = await enrolledDevice(h, t.client);
+    const placed: string[] = [];
+    for (let i = 0; i < 20; i += 1) {
+      const s = session();
+      const r = await h.placement.placeSession({ rootSessionId: s, deviceId: a.id }, as(t.client));
+      expect(r.outcome).toBe(PlaceSessionOutcome.BOUND);
+      placed.push(s);
+    }
+    const placedNotes = () => notes.filter((n) => n.type === "session_placed");
+    await eventually(() => placedNotes().length === 20, "twenty placed notes");
+    expect(placedNotes().map((n) => n.rootSessionId)).toEqual(placed);
+    const cursors = placedNotes().map((n) => BigInt(n.cursor));
+    expect(cursors.every((c, i) => i === 0 || c > (cursors[i - 1] ?? 0n))).toBe(true);
+  });
+
   it("gets placements for the owner, the tenant's USER and the device itself; NOT_FOUND for anyone else", async () => {
     const t = tenant();
     const other = tenant();

@@ -6,7 +6,11 @@ import type { DeviceDeps } from "../deps";
 import { actorOf, CALLERS, scopeOf } from "../rules/access";
 import { beginRun, endRun, getPlacement, placeSession, rebindSession } from "../store/placements";
 
-/** PlacementService: USER/CLIENT principals (and the operator); a DEVICE may read its own placements. */
+/**
+ * PlacementService: USER/CLIENT principals (and the operator); a DEVICE may read its own placements.
+ * Each write answers once its transaction committed and its notes are handed to the bus, without
+ * waiting for Redis's reply (the database is the truth; a lost note heals from the audit trail).
+ */
 export function placementHandlers(deps: DeviceDeps): ServiceImpl<typeof PlacementService> {
   const { db, clock, publisher } = deps;
   return {
@@ -15,7 +19,7 @@ export function placementHandlers(deps: DeviceDeps): ServiceImpl<typeof Placemen
       const session = request.rootSessionId;
       const device = requireUuid("device_id", request.deviceId);
       const result = await placeSession(db, scope, session, device, actorOf(scope), clock.now());
-      await publisher.publish(result.notes);
+      publisher.ring(result.notes);
       const placement = "placement" in result && result.placement ? toPlacement(result.placement) : undefined;
       return { outcome: PLACE_OUTCOME[result.outcome], placement };
     },
@@ -32,7 +36,7 @@ export function placementHandlers(deps: DeviceDeps): ServiceImpl<typeof Placemen
       const device = requireUuid("device_id", request.deviceId);
       const rev = request.expectedRev;
       const result = await rebindSession(db, scope, session, device, rev, actorOf(scope), clock.now());
-      await publisher.publish(result.notes);
+      publisher.ring(result.notes);
       if (result.outcome === "gone") return { outcome: REBIND_OUTCOME.gone };
       return {
         outcome: REBIND_OUTCOME[result.outcome],
@@ -46,7 +50,7 @@ export function placementHandlers(deps: DeviceDeps): ServiceImpl<typeof Placemen
       const session = request.rootSessionId;
       const run = request.runId;
       const result = await beginRun(db, scope, session, run, actorOf(scope), clock.now());
-      await publisher.publish(result.notes);
+      publisher.ring(result.notes);
       if (result.outcome === "gone") return { outcome: BEGIN_OUTCOME.gone };
       return { outcome: BEGIN_OUTCOME[result.outcome], placement: toPlacement(result.placement) };
     },
@@ -56,7 +60,7 @@ export function placementHandlers(deps: DeviceDeps): ServiceImpl<typeof Placemen
       const session = request.rootSessionId;
       const run = request.runId;
       const result = await endRun(db, scope, session, run, actorOf(scope), clock.now());
-      await publisher.publish(result.notes);
+      publisher.ring(result.notes);
       if (result.outcome === "gone") return { outcome: END_OUTCOME.gone };
       return { outcome: END_OUTCOME[result.outcome], placement: toPlacement(result.placement) };
     },

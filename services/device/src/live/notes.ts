@@ -59,6 +59,18 @@ export class NotePublisher {
     private readonly logger: Logger,
   ) {}
 
+  /**
+   * Rings placement notes without holding the caller's answer for Redis's reply: each publish is
+   * handed to the bus (one connection, so in order) before this returns, so a note of a later call
+   * never overtakes it; failures are logged and counted as in `publish`. Not for revocations: their
+   * credential news must reach every cache before the revoking call answers.
+   */
+  ring(notes: readonly DeviceNote[]): void {
+    for (const note of notes) {
+      void publishAfterCommit(this.bus, deviceChannel(note.tenantId), encodeNote(note), this.logger);
+    }
+  }
+
   async publish(notes: readonly DeviceNote[]): Promise<void> {
     for (const note of notes) {
       await publishAfterCommit(this.bus, deviceChannel(note.tenantId), encodeNote(note), this.logger);

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { toNodeHandler } from "@modelcontextprotocol/node";
 import { classifyInboundRequest, createMcpHandler, type JSONRPCRequest, McpServer } from "@modelcontextprotocol/server";
 import { listenOf } from "./listen";
+import { nodeEntry } from "./node-entry";
 import { McpSession, type McpSessionDeps, seatOf } from "./session";
 import { McpTasks, TASKS_EXTENSION } from "./tasks";
 import { INSTRUCTIONS_STATELESS, registerStatelessTools } from "./tools";
@@ -52,7 +52,7 @@ export function statelessMcp(deps: StatelessDeps) {
       onerror: (error) => deps.logger.debug({ err: error }, "mcp 2026-07-28 request refused"),
     },
   );
-  const serve = toNodeHandler(entry, { maxRequestBodySize: deps.maxBodyBytes });
+  const serve = nodeEntry(entry, (error) => deps.logger.warn({ err: error }, "mcp 2026-07-28 entry failed"));
   return {
     /**
      * Who serves the request, as the SDK's own classifier decides the era: `legacy` (2025-11-25:

@@ -24,6 +24,11 @@ const TASK_TTL_MS = 24 * 60 * 60 * 1000;
 
 type Task = QuestionTask | WaitTask;
 
+/** The params of `tasks/get`, `tasks/update` and `tasks/cancel`, built once (a server is built per request). */
+const TASK_PARAMS = z.object({ taskId: z.string().min(1).max(4096) });
+/** `tasks/update` takes the task's other fields too (and ignores them). */
+const TASK_UPDATE_PARAMS = TASK_PARAMS.passthrough();
+
 /** True when a request's `_meta` envelope declares the tasks extension among its client capabilities (the spec's opt-in). */
 export function declaresTasks(envelope: unknown): boolean {
   const meta = envelope as Record<string, { extensions?: Record<string, unknown> } | undefined> | undefined;
@@ -116,10 +121,10 @@ export class McpTasks {
 
   /** Registers `tasks/get`, `tasks/update` and `tasks/cancel` on a 2026-07-28 server built for one request. */
   register(server: McpServer, session: McpSession): void {
-    const params = z.object({ taskId: z.string().min(1).max(4096) });
+    const params = TASK_PARAMS;
     server.server.setRequestHandler("tasks/get", { params }, async ({ taskId }) => this.detail(session, taskId));
     // Nothing to update: no task here ever asks the client anything.
-    server.server.setRequestHandler("tasks/update", { params: params.passthrough() }, async ({ taskId }) => {
+    server.server.setRequestHandler("tasks/update", { params: TASK_UPDATE_PARAMS }, async ({ taskId }) => {
       this.#open(session, taskId);
       return {};
     });

@@ -2,7 +2,6 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ListToolsRequestSchema, type ListToolsResult } from "@modelcontextprotocol/sdk/types.js";
 import type { McpServer as StatelessServer } from "@modelcontextprotocol/server";
 import { AttachSeatRequestSchema } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
-import { z } from "zod";
 import { contractString } from "../contract-schema";
 import type { McpSession } from "../session";
 import { type McpTasks, wantsTasks } from "../tasks";
@@ -21,6 +20,7 @@ import { logRead } from "./log-read";
 import { logWait, parkedWait } from "./log-wait";
 import { machinesList } from "./machines-list";
 import { receipts } from "./receipts";
+import { schemaOnce } from "./schema-once";
 import { seatAttach } from "./seat-attach";
 import { seatState } from "./seat-state";
 import type { McpTool } from "./spec";
@@ -106,6 +106,11 @@ const STATELESS_TOOLS: readonly McpTool[] = TOOLS.map((tool) =>
   SEATLESS.has(tool.name) ? tool : { ...tool, input: { ...tool.input, seat: seatInput } },
 );
 
+/** The 2026-07-28 tools' schemas, built and converted once per process (a server is built per request). */
+const STATELESS_SCHEMAS = new Map(
+  STATELESS_TOOLS.map((tool) => [tool.name, { input: schemaOnce(tool.input), output: schemaOnce(tool.output) }]),
+);
+
 let statelessList: ListToolsResult | undefined;
 
 /**
@@ -116,13 +121,14 @@ let statelessList: ListToolsResult | undefined;
  */
 export function registerStatelessTools(server: StatelessServer, session: McpSession, tasks?: McpTasks): void {
   for (const tool of STATELESS_TOOLS) {
+    const schemas = STATELESS_SCHEMAS.get(tool.name);
     server.registerTool(
       tool.name,
       {
         title: tool.title,
         description: tool.description,
-        inputSchema: z.object(tool.input),
-        outputSchema: z.object(tool.output),
+        inputSchema: schemas?.input,
+        outputSchema: schemas?.output,
         annotations: tool.annotations,
       },
       (async (
