@@ -1,5 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { toJson } from "@bufbuild/protobuf";
 import { status } from "@grpc/grpc-js";
 import {
@@ -8,6 +6,7 @@ import {
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { type Entry, EntrySchema, NotificationKind, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { asBearer, eventually, expectStatus } from "@unimatrix/service-kit/testing";
+import { orderedEntryIds, type Reader, subscribe } from "./fixtures/stream-reader";
 import {
   CubeAccess,
   grant,
@@ -20,49 +19,6 @@ import {
   seat,
   startHarness,
 } from "./harness";
-
-/** A stream being read in the background into `events`. */
-interface Reader {
-  readonly events: SubscribeActivityResponse[];
-  readonly done: Promise<{ error?: Error & { code?: number } }>;
-  cancel(): void;
-  entryIds(): string[];
-}
-
-function subscribe(r: Replica, token: string, cubeId: string, after?: string, accessChanges = false): Reader {
-  const controller = new AbortController();
-  const events: SubscribeActivityResponse[] = [];
-  const stream = r.activity.subscribeActivity(
-    { cubeId, after, accessChanges },
-    { ...asBearer(token), signal: controller.signal },
-  );
-  const done = (async () => {
-    try {
-      for await (const event of stream) events.push(event);
-      return {};
-    } catch (error) {
-      return { error: error as Error & { code?: number } };
-    }
-  })();
-  return {
-    events,
-    done,
-    cancel: () => controller.abort(),
-    entryIds: () => events.flatMap((e) => (e.event.case === "entry" ? [e.event.value.id] : [])),
-  };
-}
-
-async function appendMany(r: Replica, token: string, cubeId: string, n: number, concurrency = 8): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < n) {
-        const i = next++;
-        await post(r, token, cubeId, `entry ${i}`);
-      }
-    }),
-  );
-}
 
 let h: Harness;
 let b: Replica;
@@ -79,62 +35,7 @@ afterAll(async () => {
   await h.close();
 });
 
-const orderedIds = async (cubeId: string) =>
-  (
-    await h.sql<{ id: string }>(
-      "SELECT id::text FROM activity_items WHERE cube_id = $1 AND item_type = 'entry' ORDER BY position",
-      [cubeId],
-    )
-  ).map((r) => r.id);
-
-describe("SubscribeActivity across replicas", () => {
-  it("a subscriber on B receives 1,000 entries appended on A, in order, exactly once; resumes with no gap", async () => {
-    const { cubeId } = await newCube(h, owner.token, "thousand");
-    const writer = await seat(h, owner.token, cubeId);
-    const first = subscribe(b, user, cubeId);
-    await eventually(() => first.events.some((e) => e.event.case === "ready"), "ready");
-    const appending = appendMany(h, writer.token, cubeId, 1_000);
-    await eventually(() => first.entryIds().length >= 400, "400 entries on B", 100_000);
-    first.cancel();
-    await first.done;
-    const got = first.entryIds();
-    const lastEntry = [...first.events].reverse().find((e) => e.event.case === "entry");
-    const cursor = lastEntry?.event.case === "entry" ? lastEntry.event.value.cursor : "";
-    const second = subscribe(b, user, cubeId, cursor);
-    await appending;
-    await eventually(() => got.length + second.entryIds().length >= 1_000, "all 1,000 entries", 100_000);
-    second.cancel();
-    await second.done;
-    const all = [...got, ...second.entryIds()];
-    expect(all.length).toBe(1_000);
-    expect(all).toEqual(await orderedIds(cubeId));
-  }, 240_000);
-
-  it("nothing is lost while Redis is down: streams heal from the database", async () => {
-    const redis = await privateRedis();
-    try {
-      const x = await h.replica({ redisUrl: redis.url });
-      const y = await h.replica({ redisUrl: redis.url });
-      const { cubeId } = await newCube(x, owner.token, "redis-down");
-      const writer = await seat(x, owner.token, cubeId);
-      const reader = subscribe(y, user, cubeId);
-      await eventually(() => reader.events.some((e) => e.event.case === "ready"), "ready");
-      await appendMany(x, writer.token, cubeId, 50);
-      await eventually(() => reader.entryIds().length === 50, "50 entries with redis up", 10_000);
-      await redis.stop();
-      await appendMany(x, writer.token, cubeId, 50);
-      await eventually(() => reader.entryIds().length === 100, "100 entries with redis down", 10_000);
-      await redis.start();
-      await appendMany(x, writer.token, cubeId, 50);
-      await eventually(() => reader.entryIds().length === 150, "150 entries after redis is back", 10_000);
-      expect(reader.entryIds()).toEqual(await orderedIds(cubeId));
-      reader.cancel();
-      await reader.done;
-    } finally {
-      await redis.stop();
-    }
-  });
-});
+const _orderedIds = (cubeId: string) => orderedEntryIds(h, cubeId);
 
 describe("SubscribeActivity rules", () => {
   it("replays from a cursor, then streams live; unset `after` starts at the head; heartbeats carry the cursor", async () => {
@@ -397,61 +298,3 @@ describe("SubscribeActivity rules", () => {
     expect(events.filter((e) => e.event.case === "entry").length).toBeLessThan(160);
   });
 });
-
-describe("SubscribeActivity shutdown", () => {
-  it("a stopping replica ends its streams with going_away and the last cursor", async () => {
-    const doomed = await h.replica();
-    const { cubeId } = await newCube(h, owner.token, "shutdown");
-    const w = await seat(h, owner.token, cubeId);
-    const e = await post(h, w.token, cubeId, "before");
-    const s = subscribe(doomed, user, cubeId, "");
-    await eventually(() => s.entryIds().length === 1, "replayed entry");
-    await doomed.stop();
-    await s.done;
-    const last = s.events[s.events.length - 1];
-    expect(last?.event.case).toBe("goingAway");
-    expect(last?.event.case === "goingAway" && last.event.value.cursor).toBe(e.cursor);
-  });
-});
-
-/** A private redis-server on a free port that can be stopped and started again. */
-async function privateRedis() {
-  const port = await new Promise<number>((resolve) => {
-    const srv = createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const p = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(p));
-    });
-  });
-  let child: ChildProcess | undefined;
-  const start = async () => {
-    child = spawn("redis-server", ["--port", String(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"], {
-      stdio: "ignore",
-    });
-    await eventually(
-      () =>
-        new Promise<boolean>((resolve) => {
-          const socket = require("node:net").connect(port, "127.0.0.1");
-          socket.once("connect", () => {
-            socket.end();
-            resolve(true);
-          });
-          socket.once("error", () => resolve(false));
-        }),
-      "redis-server up",
-    );
-  };
-  await start();
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    start,
-    async stop() {
-      const c = child;
-      child = undefined;
-      if (!c || c.exitCode !== null) return;
-      const exited = new Promise((resolve) => c.once("exit", resolve));
-      c.kill("SIGKILL");
-      await exited;
-    },
-  };
-}
