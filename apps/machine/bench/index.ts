@@ -1,11 +1,11 @@
 // Machine benchmark: the hook's round trip, which runs after every tool call. A real cube, presence
 // and `unimatrix machine run` (a child process, as in production). Headline: the fast client
-// `unimatrix-hook post-tool-use` (the sh script: curl to the door's HTTP face) as the host runs it,
+// `unimatrix-hook post-tool-use` (the sh script: the native client, else curl, to the door's HTTP face) as the host runs it,
 // a fresh process, with nothing waiting (`hook.p99_ms.idle`) and with one DIRECT waiting that it
 // prints (`hook.p99_ms.pending`). Beside it: the Node command `unimatrix hook post-tool-use` (the
 // bundled entry, `hook.node.p99_ms.*`), the same hook timed in-process (`runHook`: connect, take,
-// print, handed — `hook.door.p99_ms.*`), and the floors of the same run: `node -e 0` and
-// `curl --version` (processes that do nothing) and one bare connect + request line + answer line
+// print, handed — `hook.door.p99_ms.*`), and the floors of the same run: `node -e 0`, `curl
+// --version` and sh starting `/bin/true` (processes that do nothing), and one bare connect + request line + answer line
 // on a Unix socket. Process figures are wall time on a shared machine: run it several times.
 // Target (issue 28): p99 ≤ 20 ms. Needs the local Postgres and Redis.
 import { spawn } from "node:child_process";
@@ -149,6 +149,9 @@ async function main(): Promise<void> {
     };
     const nodeOnly = await processFloor(process.execPath, ["-e", "0"]);
     const curlOnly = await processFloor("curl", ["-q", "--version"]);
+    // A script that starts one program and waits for it: the least any hook the host launches
+    // through a shell script costs (the sh client starts the native client so).
+    const shOnly = await processFloor("/bin/sh", ["-c", "/bin/true; :"]);
 
     const row = (name: string, s: number[]) =>
       `${name.padEnd(34)} p50 ${pct(s, 50).toFixed(2).padStart(7)} ms   p99 ${pct(s, 99).toFixed(2).padStart(7)} ms   (n=${s.length})`;
@@ -161,6 +164,7 @@ async function main(): Promise<void> {
     process.stdout.write(`${row("in-process hook, one DIRECT waiting", full)}\n`);
     process.stdout.write(`${row("floor: node -e 0", nodeOnly)}\n`);
     process.stdout.write(`${row("floor: curl --version", curlOnly)}\n`);
+    process.stdout.write(`${row("floor: sh starting /bin/true", shOnly)}\n`);
     process.stdout.write(`${row("floor: bare socket round trip", bare)}\n`);
     bench("hook.p99_ms.idle", pct(fast.idle, 99), "ms");
     bench("hook.p99_ms.pending", pct(fast.pending, 99), "ms");
@@ -175,6 +179,8 @@ async function main(): Promise<void> {
     bench("hook.floor.process_p50_ms", pct(nodeOnly, 50), "ms");
     bench("hook.floor.curl_p99_ms", pct(curlOnly, 99), "ms");
     bench("hook.floor.curl_p50_ms", pct(curlOnly, 50), "ms");
+    bench("hook.floor.sh_p99_ms", pct(shOnly, 99), "ms");
+    bench("hook.floor.sh_p50_ms", pct(shOnly, 50), "ms");
     bench("hook.floor.p99_ms", pct(bare, 99), "ms");
   } finally {
     await world.close();
