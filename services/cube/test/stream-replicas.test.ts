@@ -1,17 +1,13 @@
 import { eventually } from "@unimatrix/service-kit/testing";
-import { appendMany, orderedEntryIds, privateRedis, subscribe } from "./fixtures/stream-reader";
-import { type Harness, newClient, newCube, newTenant, post, type Replica, seat, startHarness } from "./harness";
+import { appendMany, orderedEntryIds, privateRedis, streamWorld, subscribe } from "./fixtures/stream-reader";
+import { type Harness, newCube, post, type Replica, seat } from "./harness";
 
 let h: Harness;
 let b: Replica;
 let user: string;
 let owner: { id: string; token: string };
 beforeAll(async () => {
-  h = await startHarness("cube_stream_replicas", { cube: { heartbeatMs: 200 } });
-  b = await h.replica({ cube: { heartbeatMs: 200 } });
-  const t = await newTenant(h, "stream");
-  user = t.userToken;
-  owner = await newClient(h, user, "owner");
+  ({ h, b, user, owner } = await streamWorld("cube_stream_replicas"));
 });
 afterAll(async () => {
   await h.close();

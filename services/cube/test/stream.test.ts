@@ -6,36 +6,19 @@ import {
 } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { type Entry, EntrySchema, NotificationKind, Visibility } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { asBearer, eventually, expectStatus } from "@unimatrix/service-kit/testing";
-import { orderedEntryIds, type Reader, subscribe } from "./fixtures/stream-reader";
-import {
-  CubeAccess,
-  grant,
-  type Harness,
-  newClient,
-  newCube,
-  newTenant,
-  post,
-  type Replica,
-  seat,
-  startHarness,
-} from "./harness";
+import { type Reader, streamWorld, subscribe } from "./fixtures/stream-reader";
+import { CubeAccess, grant, type Harness, newClient, newCube, newTenant, post, type Replica, seat } from "./harness";
 
 let h: Harness;
 let b: Replica;
 let user: string;
 let owner: { id: string; token: string };
 beforeAll(async () => {
-  h = await startHarness("cube_stream", { cube: { heartbeatMs: 200 } });
-  b = await h.replica({ cube: { heartbeatMs: 200 } });
-  const t = await newTenant(h, "stream");
-  user = t.userToken;
-  owner = await newClient(h, user, "owner");
+  ({ h, b, user, owner } = await streamWorld("cube_stream"));
 });
 afterAll(async () => {
   await h.close();
 });
-
-const _orderedIds = (cubeId: string) => orderedEntryIds(h, cubeId);
 
 describe("SubscribeActivity rules", () => {
   it("replays from a cursor, then streams live; unset `after` starts at the head; heartbeats carry the cursor", async () => {
