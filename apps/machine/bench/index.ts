@@ -1,14 +1,17 @@
 // Machine benchmark: the hook's round trip, which runs after every tool call. A real cube, presence
 // and `unimatrix machine run` (a child process, as in production). Headline: the fast client
-// `unimatrix-hook post-tool-use` (the sh script: the native client, else curl, to the door's HTTP face) as the host runs it,
-// a fresh process, with nothing waiting (`hook.p99_ms.idle`) and with one DIRECT waiting that it
-// prints (`hook.p99_ms.pending`). Beside it: the Node command `unimatrix hook post-tool-use` (the
-// bundled entry, `hook.node.p99_ms.*`), the same hook timed in-process (`runHook`: connect, take,
-// print, handed — `hook.door.p99_ms.*`), and the floors of the same run: `node -e 0`, `curl
-// --version` and sh starting `/bin/true` (processes that do nothing), and one bare connect + request line + answer line
-// on a Unix socket. Process figures are wall time on a shared machine: run it several times.
+// `unimatrix-hook post-tool-use` as a host runs it after `npm install` (node_modules/.bin's link to
+// the sh script, which execs the native client, else curl, to the door's HTTP face), a fresh
+// process, with nothing waiting (`hook.p99_ms.idle`) and with one DIRECT waiting that it prints
+// (`hook.p99_ms.pending`). Every process is started and timed by a quiet host process of its own
+// (host.ts), as an agent host starts a hook, not by this one, which runs cube and presence. Beside
+// it: the Node command `unimatrix hook post-tool-use` (the bundled entry, `hook.node.p99_ms.*`),
+// the same hook timed in-process (`runHook`: connect, take, print, handed — `hook.door.p99_ms.*`),
+// and the floors of the same run: `/bin/true`, sh starting `/bin/true`, `node -e 0` and `curl
+// --version` (processes that do nothing), and one bare connect + request line + answer line on a
+// Unix socket. Process figures are wall time on a shared machine: run it several times.
 // Target (issue 28): p99 ≤ 20 ms. Needs the local Postgres and Redis.
-import { spawn } from "node:child_process";
+import { fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -16,7 +19,8 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { DoorClient, type DoorStatus, runHook } from "@unimatrix/machine";
 import { bench, loadAverage } from "@unimatrix/service-kit/testing";
-import { eventually, HOOK_BIN, runCommand, runUnimatrix, World } from "../test/world";
+import { eventually, HOOK_BIN, UNIMATRIX, World } from "../test/world";
+import type { HostResult, HostRun } from "./host";
 
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 300);
 const PENDING = Number(process.env.BENCH_PENDING ?? 60);
@@ -28,6 +32,22 @@ const PROCESS_RUNS = Number(process.env.BENCH_PROCESS_RUNS ?? 60);
 function pct(samples: number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+
+/** The quiet host process (host.ts) that starts and times each command. */
+function startHost(): { run(request: HostRun): Promise<HostResult>; close(): void } {
+  const child = fork(join(__dirname, "host.ts"), [], { execArgv: ["--import", "tsx"], stdio: "inherit" });
+  let waiting: ((result: HostResult) => void) | undefined;
+  child.on("message", (result: HostResult) => waiting?.(result));
+  return {
+    run(request) {
+      return new Promise((resolve) => {
+        waiting = resolve;
+        child.send(request);
+      });
+    },
+    close: () => child.disconnect(),
+  };
 }
 
 async function pending(door: string): Promise<number> {
@@ -98,17 +118,20 @@ async function main(): Promise<void> {
     }
     if (shown !== PENDING) throw new Error(`shown ${shown} of ${PENDING} items`);
 
-    // The commands as the host runs them: a fresh process per hook, idle and with one DIRECT waiting.
+    // The commands as the host runs them: a fresh process per hook, idle and with one DIRECT
+    // waiting, started and timed by a process that does nothing else.
+    const host = startHost();
     const input = JSON.stringify({ session_id: "bench", hook_event_name: "PostToolUse" });
     const env = { UNIMATRIX_DRONE_TOKEN: t.droneToken };
-    const runNode = () => runUnimatrix(["hook", "post-tool-use", "--door", door], input, env);
-    const runFast = () => runCommand(join(HOOK_BIN, "unimatrix-hook"), ["post-tool-use", "--door", door], input, env);
+    const npmLink = join(HOOK_BIN, "..", "..", "..", "node_modules", ".bin", "unimatrix-hook");
+    const runNode = () =>
+      host.run({ file: process.execPath, args: [UNIMATRIX, "hook", "post-tool-use", "--door", door], input, env });
+    const runFast = () => host.run({ file: npmLink, args: ["post-tool-use", "--door", door], input, env });
     const spawned = async (run: typeof runNode, label: string, runs: number) => {
       const idleRuns: number[] = [];
       for (let i = 0; i < runs; i += 1) {
-        const started = performance.now();
         const result = await run();
-        idleRuns.push(performance.now() - started);
+        idleRuns.push(result.ms);
         if (result.stdout !== "" || result.code !== 0)
           throw new Error(`an idle hook printed ${result.stdout}${result.stderr}`);
       }
@@ -118,9 +141,8 @@ async function main(): Promise<void> {
         await eventually(async () => (await pending(door)) === 0, `the ${label} hook's last item handed`);
         await t.direct(`bench ${label} ${i}`);
         await eventually(async () => (await pending(door)) === 1, "the DIRECT in the spool");
-        const started = performance.now();
         const result = await run();
-        pendingRuns.push(performance.now() - started);
+        pendingRuns.push(result.ms);
         if (!result.stdout.includes(`bench ${label} ${i}`) || result.code !== 0)
           throw new Error(`the ${label} hook did not print item ${i}: ${result.stderr}`);
       }
@@ -130,28 +152,19 @@ async function main(): Promise<void> {
     const fast = await spawned(runFast, "sh", HOOK_RUNS);
     const node = await spawned(runNode, "node", PROCESS_RUNS);
     const bare = await floor();
-    // The process floor: Node starting and exiting with nothing to do, spawned the same way (async,
-    // stdin piped, while this process's cube and presence keep running).
-    const processFloor = async (file: string, args: string[]) => {
+    // The process floors: programs that start and exit with nothing to do, started the same way.
+    const processFloor = async (file: string, args: string[], runs = PROCESS_RUNS) => {
       const samples: number[] = [];
-      for (let i = 0; i < PROCESS_RUNS; i += 1) {
-        const started = performance.now();
-        await new Promise<void>((resolve, reject) => {
-          const child = spawn(file, args, { stdio: ["pipe", "pipe", "pipe"] });
-          child.once("error", reject);
-          child.once("close", () => resolve());
-          child.stdin.on("error", () => {}); // curl --version does not read it
-          child.stdin.end(input);
-        });
-        samples.push(performance.now() - started);
-      }
+      for (let i = 0; i < runs; i += 1) samples.push((await host.run({ file, args, input })).ms);
       return samples;
     };
+    const trueOnly = await processFloor("/bin/true", [], HOOK_RUNS);
+    // A script that starts one program and waits for it: what a hook launched through a shell
+    // script costs at least.
+    const shOnly = await processFloor("/bin/sh", ["-c", "/bin/true; :"], HOOK_RUNS);
     const nodeOnly = await processFloor(process.execPath, ["-e", "0"]);
     const curlOnly = await processFloor("curl", ["-q", "--version"]);
-    // A script that starts one program and waits for it: the least any hook the host launches
-    // through a shell script costs (the sh client starts the native client so).
-    const shOnly = await processFloor("/bin/sh", ["-c", "/bin/true; :"]);
+    host.close();
 
     const row = (name: string, s: number[]) =>
       `${name.padEnd(34)} p50 ${pct(s, 50).toFixed(2).padStart(7)} ms   p99 ${pct(s, 99).toFixed(2).padStart(7)} ms   (n=${s.length})`;
@@ -164,6 +177,7 @@ async function main(): Promise<void> {
     process.stdout.write(`${row("in-process hook, one DIRECT waiting", full)}\n`);
     process.stdout.write(`${row("floor: node -e 0", nodeOnly)}\n`);
     process.stdout.write(`${row("floor: curl --version", curlOnly)}\n`);
+    process.stdout.write(`${row("floor: /bin/true", trueOnly)}\n`);
     process.stdout.write(`${row("floor: sh starting /bin/true", shOnly)}\n`);
     process.stdout.write(`${row("floor: bare socket round trip", bare)}\n`);
     bench("hook.p99_ms.idle", pct(fast.idle, 99), "ms");
@@ -179,6 +193,8 @@ async function main(): Promise<void> {
     bench("hook.floor.process_p50_ms", pct(nodeOnly, 50), "ms");
     bench("hook.floor.curl_p99_ms", pct(curlOnly, 99), "ms");
     bench("hook.floor.curl_p50_ms", pct(curlOnly, 50), "ms");
+    bench("hook.floor.true_p99_ms", pct(trueOnly, 99), "ms");
+    bench("hook.floor.true_p50_ms", pct(trueOnly, 50), "ms");
     bench("hook.floor.sh_p99_ms", pct(shOnly, 99), "ms");
     bench("hook.floor.sh_p50_ms", pct(shOnly, 50), "ms");
     bench("hook.floor.p99_ms", pct(bare, 99), "ms");

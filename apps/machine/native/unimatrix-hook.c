@@ -9,11 +9,14 @@
  * same connection tells the daemon they are in front of the model (the `delivered` receipt); the
  * client exits without waiting for its answer. An empty answer is not followed by `handed`.
  *
- *   unimatrix-hook-native <door socket> <event> <harness> <format>
+ *   unimatrix-hook-native <door socket> <event> <harness> <format> [<fallback> <argument>...]
  *   env: UNIMATRIX_DRONE_TOKEN, UNIMATRIX_DRONE_ID (optional)
  *
- * Exit 0 always, as the Node hook (a hook must never fail the host's turn), except 111 when the
- * door cannot be reached: then nothing was read from stdin and the caller takes another way.
+ * Exit 0 always, as the Node hook (a hook must never fail the host's turn), except when the door
+ * cannot be reached: then nothing was read from stdin and the caller takes another way. Given a
+ * fallback, this process becomes it (execv, with UNIMATRIX_HOOK_NATIVE=0 so that it does not come
+ * back here): the sh client execs this client, so the host waits on one process, not two.
+ * Without one, it exits 111.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -85,8 +88,17 @@ static int read_response(int fd, char *buffer, size_t capacity, int *status, cha
   return 0;
 }
 
+/* The door cannot be reached and stdin is untouched: become the fallback, or tell the caller. */
+static int unreachable(int argc, char **argv) {
+  if (argc <= 5) return UNREACHABLE;
+  setenv("UNIMATRIX_HOOK_NATIVE", "0", 1);
+  execv(argv[5], argv + 5);
+  fprintf(stderr, "unimatrix hook %s: could not run %s: %s\n", event_name, argv[5], strerror(errno));
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 5) return fail("usage: unimatrix-hook-native <door> <event> <harness> <format>");
+  if (argc < 5) return fail("usage: unimatrix-hook-native <door> <event> <harness> <format> [<fallback>...]");
   const char *door = argv[1];
   event_name = argv[2];
   const char *token = getenv("UNIMATRIX_DRONE_TOKEN");
@@ -95,10 +107,13 @@ int main(int argc, char **argv) {
   struct sockaddr_un address;
   memset(&address, 0, sizeof address);
   address.sun_family = AF_UNIX;
-  if (strlen(door) >= sizeof address.sun_path) return UNREACHABLE;
+  if (strlen(door) >= sizeof address.sun_path) return unreachable(argc, argv);
   strcpy(address.sun_path, door);
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  if (fd < 0 || connect(fd, (struct sockaddr *)&address, sizeof address) != 0) return UNREACHABLE;
+  if (fd < 0 || connect(fd, (struct sockaddr *)&address, sizeof address) != 0) {
+    if (fd >= 0) close(fd);
+    return unreachable(argc, argv);
+  }
   struct timeval five = {5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &five, sizeof five);

@@ -219,4 +219,32 @@ describe("the unimatrix-hook sh client (native or curl, to the door's HTTP face)
     await eventually(async () => (await t.receipt(entryId))?.deliveredAt !== undefined, "delivered", 20_000);
     expect(statSync(door).mode & 0o777).toBe(0o600);
   }, 60_000);
+
+  (hasCompiler ? it : it.skip)(
+    "reached through npm's node_modules/.bin link, it finds the native client without starting readlink (nor curl, nor node)",
+    async () => {
+      const t = await world.team("sh-npm-bin");
+      const door = world.door("sh-npm-bin");
+      const daemon = world.daemon(t, port, "sh-npm-bin");
+      await daemon.waitFor("linked");
+      const entryId = await t.direct("through the bin link");
+      await eventually(() => daemon.named("notice").some((e) => e.entryId === entryId), "spooled");
+      // npm's layout: node_modules/.bin/unimatrix-hook → ../@unimatrix/machine/bin/unimatrix-hook.
+      const root = mkdtempSync(join(tmpdir(), "umx-npmbin-"));
+      mkdirSync(join(root, "node_modules", ".bin"), { recursive: true });
+      mkdirSync(join(root, "node_modules", "@unimatrix"));
+      symlinkSync(join(HOOK_BIN, ".."), join(root, "node_modules", "@unimatrix", "machine"));
+      const link = join(root, "node_modules", ".bin", "unimatrix-hook");
+      symlinkSync("../@unimatrix/machine/bin/unimatrix-hook", link);
+      // The PATH holds only the link: readlink, curl and node cannot start.
+      const run = await runCommand(link, ["post-tool-use", "--door", door], input("PostToolUse", "bin"), {
+        UNIMATRIX_DRONE_TOKEN: t.droneToken,
+        PATH: join(root, "node_modules", ".bin"),
+      });
+      expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: "" });
+      expect(contextLines(run.stdout).map(message)).toEqual(["through the bin link"]);
+      await eventually(async () => (await t.receipt(entryId))?.deliveredAt !== undefined, "delivered", 20_000);
+    },
+    60_000,
+  );
 });

@@ -57,6 +57,15 @@ function bareDoor(path: string, body: string): { server: Server; lines: Promise<
     }
   });
 
+  it("at a door nobody answers it reads nothing: exits 111, or becomes its fallback with UNIMATRIX_HOOK_NATIVE=0 and stdin whole", async () => {
+    const absent = join(dir, "absent.sock");
+    const args = [absent, "post-tool-use", "claude-code", "claude"];
+    expect(await runCommand(NATIVE, args, input, {})).toEqual({ code: 111, stdout: "", stderr: "" });
+    const fallback = ["/bin/sh", "-c", 'printf "%s|%s|" "$UNIMATRIX_HOOK_NATIVE" "$1"; cat', "fallback", "second"];
+    const run = await runCommand(NATIVE, [...args, ...fallback], input, { UNIMATRIX_HOOK_NATIVE: "1" });
+    expect(run).toEqual({ code: 0, stdout: `0|second|${input}`, stderr: "" });
+  });
+
   it("an empty answer prints nothing and hands nothing", async () => {
     const path = join(dir, "empty.sock");
     const door = bareDoor(path, "");

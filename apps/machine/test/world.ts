@@ -24,7 +24,7 @@ import {
 import pg from "pg";
 
 /** The `unimatrix` command as `npm install` links it (the composition's bin). */
-const UNIMATRIX = join(__dirname, "..", "..", "unimatrix", "dist", "main.js");
+export const UNIMATRIX = join(__dirname, "..", "..", "unimatrix", "dist", "main.js");
 
 const OPERATOR = "umx_operator_machinedaemon_0123456789";
 

@@ -1,0 +1,47 @@
+// The agent host of the hook benchmark: a process of its own that starts each command and times
+// it, as Claude Code starts a hook — and nothing else. The benchmark's own process runs cube and
+// presence; timed from there, even `/bin/true` took p50 11.6 / p99 22 ms on a quiet machine (its
+// event loop and collector), against 6.1 / 12.1 ms from a quiet process. Run by index.ts with
+// `fork`: each message `{ file, args, input, env }` is answered `{ ms, code, stdout, stderr }`.
+import { spawn } from "node:child_process";
+import { performance } from "node:perf_hooks";
+
+export interface HostRun {
+  file: string;
+  args: string[];
+  input: string;
+  env?: Record<string, string>;
+}
+
+export interface HostResult {
+  ms: number;
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(request: HostRun): Promise<HostResult> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(request.file, request.args, {
+      env: { ...process.env, ...request.env },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    child.once("error", reject);
+    child.once("close", (code) => resolve({ ms: performance.now() - started, code, stdout, stderr }));
+    child.stdin.on("error", () => {}); // a command that exits without reading its input
+    child.stdin.end(request.input);
+  });
+}
+
+process.on("message", (request: HostRun) => {
+  run(request).then(
+    (result) => process.send?.(result),
+    (error: Error) => process.send?.({ ms: Number.NaN, code: null, stdout: "", stderr: error.message }),
+  );
+});
+process.on("disconnect", () => process.exit(0));
