@@ -1,4 +1,5 @@
 import type { Principal } from "@unimatrix/service-kit/auth";
+import { ManualClock } from "@unimatrix/service-kit/clock";
 import { asBearer } from "@unimatrix/service-kit/testing";
 import { AccessRechecks } from "../src/live/rechecks";
 import { CubeAccess, grant, type Harness, newClient, newCube, newTenant, startHarness } from "./harness";
@@ -42,6 +43,20 @@ describe("access re-checks of open streams, batched per credential", () => {
     expect(rechecks.check(r.principal, r.cubeId, r.credentialId, false)).toBe(fresh);
     // Another credential (a rotation) or another cube is another check.
     expect(rechecks.check(r.principal, r.cubeId, "other-credential", false)).not.toBe(fresh);
+  });
+
+  it("the periodic safety net takes a check sent less than reuseMs ago on the deps' clock, and sends its own after", async () => {
+    const r = await reader("reuse-window");
+    const clock = new ManualClock(Date.UTC(2026, 11, 3, 12));
+    const rechecks = new AccessRechecks({ ...h.service.deps, clock }, 2_500);
+    const first = rechecks.check(r.principal, r.cubeId, r.credentialId, false);
+    await first;
+    clock.advance(2_499);
+    expect(rechecks.check(r.principal, r.cubeId, r.credentialId, false)).toBe(first);
+    clock.advance(1);
+    const second = rechecks.check(r.principal, r.cubeId, r.credentialId, false);
+    expect(second).not.toBe(first);
+    expect((await second).kind).toBe("viewer");
   });
 
   it("a fresh check asked after a revocation reads it, though a check of the same credential was just sent", async () => {

@@ -15,7 +15,7 @@ export type Recheck =
 interface Shared {
   /** Its statements were sent: a stream that must see what happened after it asked cannot join any more. */
   sent: boolean;
-  /** When its statements were sent (ms, `Date.now()`). */
+  /** When its statements were sent (ms, on the deps' clock). */
   sentAt: number;
   readonly outcome: Promise<Recheck>;
 }
@@ -44,7 +44,7 @@ export class AccessRechecks {
   check(principal: Principal, cubeId: string, credentialId: string | undefined, fresh: boolean): Promise<Recheck> {
     const key = `${cubeId}|${principal.kind}:${principal.subjectId}|${credentialId ?? ""}`;
     const known = this.#shared.get(key);
-    if (known && (!known.sent || (!fresh && Date.now() - known.sentAt < this.reuseMs))) return known.outcome;
+    if (known && (!known.sent || (!fresh && this.#now() - known.sentAt < this.reuseMs))) return known.outcome;
     let settle: (outcome: Promise<Recheck>) => void = () => {};
     const shared: Shared = {
       sent: false,
@@ -58,7 +58,7 @@ export class AccessRechecks {
     // of a cube's streams in one turn) have joined.
     queueMicrotask(() => {
       shared.sent = true;
-      shared.sentAt = Date.now();
+      shared.sentAt = this.#now();
       settle(this.#run(principal, cubeId, credentialId));
     });
     void shared.outcome.finally(() => {
@@ -68,6 +68,10 @@ export class AccessRechecks {
       forget.unref();
     });
     return shared.outcome;
+  }
+
+  #now(): number {
+    return this.deps.clock.now().getTime();
   }
 
   async #run(principal: Principal, cubeId: string, credentialId: string | undefined): Promise<Recheck> {
