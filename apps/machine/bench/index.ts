@@ -182,6 +182,10 @@ async function main(): Promise<void> {
     process.stdout.write(`${row("floor: bare socket round trip", bare)}\n`);
     bench("hook.p99_ms.idle", pct(fast.idle, 99), "ms");
     bench("hook.p99_ms.pending", pct(fast.pending, 99), "ms");
+    // Load moves process starts tenfold on a shared machine: the hook beside a shell script that
+    // starts one program and waits for it, timed the same way in the same run.
+    bench("hook.p99_sh_floor_ratio.idle", pct(fast.idle, 99) / pct(shOnly, 99), "ratio");
+    bench("hook.p99_sh_floor_ratio.pending", pct(fast.pending, 99) / pct(shOnly, 99), "ratio");
     bench("hook.p50_ms.idle", pct(fast.idle, 50), "ms");
     bench("hook.p50_ms.pending", pct(fast.pending, 50), "ms");
     bench("hook.node.p99_ms.idle", pct(node.idle, 99), "ms");
