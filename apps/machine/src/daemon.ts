@@ -2,7 +2,14 @@ import type { Server, Socket } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import type { BackoffOptions } from "./backoff";
 import { openDoor, type ProbeResult } from "./door";
-import { cubeResolver, type DroneResolver, declaredResolver, linkResolver, NOT_A_DRONE_TOKEN } from "./drones";
+import {
+  cubeResolver,
+  type DroneIdentity,
+  type DroneResolver,
+  declaredResolver,
+  linkResolver,
+  NOT_A_DRONE_TOKEN,
+} from "./drones";
 import { type LinkEnd, PresenceLink } from "./link";
 import type { DoorItem, DoorStatus } from "./protocol";
 import { type SessionRecord, Spool } from "./spool";
@@ -64,6 +71,13 @@ function isDeadToken(error: unknown): boolean {
   return code === grpc.status.UNAUTHENTICATED || (error as Error).message === NOT_A_DRONE_TOKEN;
 }
 
+/** A session-end arrived while the session was being introduced: it stays ended. */
+class SessionEnded extends Error {
+  constructor() {
+    super("the session ended while it was being introduced");
+  }
+}
+
 const optionalStr = (value: unknown, field: string): string | undefined =>
   value === undefined || value === null || value === "" ? undefined : str(value, field, 4096);
 
@@ -95,15 +109,30 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
   const bound = new Set<string>();
   /** Tokens of ended sessions still to untie (the link was down at their end); memory only. */
   const untiePending = new Set<string>();
+  /**
+   * Introductions under way, per session. A session-end marks them, so that one begun before it
+   * (a relink's rebind, a hook's re-check) does not bring the ended session back when it resolves.
+   */
+  const introducing = new Map<string, Set<{ ended: boolean }>>();
   let link: PresenceLink | undefined;
 
   async function introduce(request: Record<string, unknown>, token: string): Promise<SessionRecord> {
     const harness = str(request.harness, "harness", 64);
     const session = str(request.session, "session");
-    const drone = await resolver.resolve(token, optionalStr(request.droneId, "droneId"));
+    const key = `${harness}:${session}`;
+    const ticket = { ended: false };
+    const underWay = introducing.get(key) ?? new Set();
+    introducing.set(key, underWay.add(ticket));
+    let drone: DroneIdentity;
+    try {
+      drone = await resolver.resolve(token, optionalStr(request.droneId, "droneId"));
+    } finally {
+      underWay.delete(ticket);
+      if (underWay.size === 0 && introducing.get(key) === underWay) introducing.delete(key);
+    }
+    if (ticket.ended) throw new SessionEnded();
     const { bound: tied, ...identity } = drone;
     const record: SessionRecord = { harness, session, ...identity };
-    const key = `${harness}:${session}`;
     verified.set(key, now());
     tokens.set(key, token);
     if (tied) bound.add(key);
@@ -117,6 +146,7 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
   /** Forgets a session: its record, its token, whether it was checked and tied. */
   function forget(harness: string, session: string): void {
     const key = `${harness}:${session}`;
+    for (const ticket of introducing.get(key) ?? []) ticket.ended = true;
     spool.forgetSession(harness, session);
     verified.delete(key);
     tokens.delete(key);
@@ -146,6 +176,7 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
     for (const token of [...untiePending]) await untie(token);
     bound.clear();
     for (const [key, token] of [...tokens]) {
+      if (tokens.get(key) !== token) continue; // ended (or introduced again) while this loop ran
       const [harness = "", session = ""] = [key.slice(0, key.indexOf(":")), key.slice(key.indexOf(":") + 1)];
       try {
         await introduce({ harness, session }, token);
@@ -185,6 +216,7 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
           try {
             record = await introduce(request, token);
           } catch (error) {
+            if (error instanceof SessionEnded) return { ok: true, items: [], unknownSession: true };
             if (isDeadToken(error)) {
               // The drone's token died: forget the session; its items wait for a live one.
               forget(harness, session);
