@@ -99,9 +99,17 @@ export class LinkRegistry {
 
   /** Publishes what a committed transition changed (and offers the event to this replica's watchers first). */
   async publish(tenantId: string, event: PresenceEvent | null, rung: Rung = {}) {
+    this.#offer(event, rung);
+    await this.#signal(tenantId, event, rung);
+  }
+
+  #offer(event: PresenceEvent | null, rung: Rung): void {
+    if (event && rung.position) this.#options.offer?.(event, rung.position);
+  }
+
+  async #signal(tenantId: string, event: PresenceEvent | null, rung: Rung): Promise<void> {
     const { link, position = null } = rung;
     if (!event && !link) return;
-    if (event && position) this.#options.offer?.(event, position);
     const extra = link ? { link } : {};
     await publishSignal(
       this.#options.bus,
@@ -113,12 +121,15 @@ export class LinkRegistry {
 
   /**
    * `publish` without holding the link that committed: the database is the truth and the signal
-   * only wakes readers, so a daemon gets `linked` (or its stream's end) one bus round trip
-   * sooner. The signals of this replica still leave in commit order (one bus connection, handed
-   * over synchronously); `settle` waits for the ones on their way.
+   * only wakes readers. This replica's watchers get the event at once; the bus publish (its span,
+   * message and Redis write) waits for the next check phase, so the daemon's `linked` (or its
+   * stream's end), written in this turn, goes out first. The signals of this replica still leave
+   * in commit order (immediates run in the order they were set, then one bus connection);
+   * `settle` waits for the ones on their way.
    */
   #ring(tenantId: string, event: PresenceEvent | null, rung: Rung = {}): void {
-    const sent = this.publish(tenantId, event, rung);
+    this.#offer(event, rung);
+    const sent = new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.#signal(tenantId, event, rung));
     this.#ringing.add(sent);
     const done = () => this.#ringing.delete(sent);
     sent.then(done, done);
