@@ -38,6 +38,13 @@ class MemoryLog implements FeedSource<number, Item> {
   covered(message: string, cursor: number): boolean {
     return message.startsWith("through:") && Number(message.slice(8)) <= cursor;
   }
+  /** `carry:<after>:<n>` carries the n items after position `after` (read from this log, as a publisher holds them). */
+  carried(_key: string, message: string) {
+    const [kind, after, n] = message.split(":");
+    if (kind !== "carry") return undefined;
+    const items = this.items.slice(Number(after), Number(after) + Number(n));
+    return { after: Number(after), items, cursor: Number(after) + items.length };
+  }
   append(n: number, bytes = 10): void {
     for (let i = 0; i < n; i++) {
       const seq = this.items.length + 1;
@@ -125,6 +132,58 @@ describe("Feed (kit): drain once per key, fan out, cut laggards", () => {
     await reading;
     expect(log.reads - reads).toBeGreaterThanOrEqual(1);
     expect(seqs(q.take())).toEqual([4, 5]);
+  });
+
+  it("carried: a doorbell's items that follow the cursor are fanned out without a read; others are read, once each, in order", async () => {
+    const q = new FeedQueue<Item>();
+    await feed.attach("a", q);
+    log.append(1);
+    const reads = log.reads;
+    await bus.publish("log:a", "carry:0:1");
+    await q.wait(AbortSignal.timeout(5_000));
+    expect(seqs(q.take())).toEqual([1]);
+    expect(log.reads - reads).toBe(0);
+    expect(feed.stats().offers).toBe(1);
+    // Item 2's doorbell was lost: item 3's does not follow the cursor (1), so the feed reads 2 and 3.
+    log.append(2);
+    await bus.publish("log:a", "carry:2:1");
+    await eventually(() => q.lag().items === 2, "items 2 and 3 read");
+    expect(seqs(q.take())).toEqual([2, 3]);
+    expect(log.reads - reads).toBe(1);
+    await new Promise((resolve) => setImmediate(resolve)); // the read's bookkeeping settles
+    // A carried doorbell the feed already passed (covered) changes nothing.
+    await bus.publish("log:a", "through:3");
+    log.append(1);
+    await bus.publish("log:a", "carry:3:1");
+    await q.wait(AbortSignal.timeout(5_000));
+    expect(seqs(q.take())).toEqual([4]);
+    expect([log.reads - reads, feed.stats().offers]).toEqual([1, 2]);
+  });
+
+  it("offer and carried items compare cursors with the source's `same` (cursors that are objects)", async () => {
+    type Cursor = { readonly n: number };
+    const source: FeedSource<Cursor, Item> = {
+      channel: (key) => `obj:${key}`,
+      head: async () => ({ n: 0 }),
+      read: async (_key, after) => {
+        log.reads += 1;
+        const items = log.items.slice(after.n);
+        return { items, cursor: { n: after.n + items.length } };
+      },
+      same: (a, b) => a.n === b.n,
+    };
+    const objects = new Feed<Cursor, Item>({ source, bus, logger: silentLogger(), healMs: 0 });
+    try {
+      const q = new FeedQueue<Item>();
+      await objects.attach("a", q);
+      log.append(1);
+      const reads = log.reads;
+      // A fresh object equal to the feed's cursor: fanned out without a read.
+      await objects.offer("a", { n: 0 }, log.items.slice(0, 1), { n: 1 });
+      expect([seqs(q.take()), log.reads - reads]).toEqual([[1], 0]);
+    } finally {
+      await objects.close();
+    }
   });
 
   it("coalesces wakes that arrive while reading into one more pass", async () => {

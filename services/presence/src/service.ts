@@ -25,7 +25,7 @@ import { PrismaClient } from "../generated/prisma/client";
 import { type PresenceConfig, presenceEnv, readPresenceConfig } from "./config";
 import { linkHandlers } from "./handlers/link";
 import { machineHandlers } from "./handlers/machines";
-import { watchFeed } from "./live/feed";
+import { offerCommitted, watchFeed } from "./live/feed";
 import { LinkRegistry } from "./live/links";
 import { MachineAuth } from "./live/machine-auth";
 import { NoticeRelays } from "./live/notice-relay";
@@ -114,8 +114,6 @@ export const presenceService = defineService<PresenceConfig>({
     await machineAuth.open();
     const transitions = new TransitionStore(prisma, fast);
     const logs = new LogStore(prisma, fast);
-    const registry = new LinkRegistry({ transitions, bus, clock, logger, replicaId, leaseMs: settings.leaseMs });
-    const reconciler = new Reconciler({ registry, transitions, bus, clock, logger, retentionMs: settings.retentionMs });
     const feed = watchFeed({
       logs,
       bus,
@@ -127,6 +125,17 @@ export const presenceService = defineService<PresenceConfig>({
       downPollMs: settings.busDownPollMs,
     });
     observeFeed(deps.metrics, feed);
+    const registry = new LinkRegistry({
+      transitions,
+      bus,
+      clock,
+      logger,
+      replicaId,
+      leaseMs: settings.leaseMs,
+      // This replica's watchers get its own link transitions without a read or a bus round trip.
+      offer: (event, position) => void offerCommitted(feed, event, position).catch(() => {}),
+    });
+    const reconciler = new Reconciler({ registry, transitions, bus, clock, logger, retentionMs: settings.retentionMs });
     deps.metrics.gauge("unimatrix_presence_open_links", "Machine links open on this replica now.", () => registry.size);
     const authenticate = principalResolver({
       internalKey: deps.internalKey,

@@ -1,8 +1,16 @@
 import { FeedQueue, InProcessBus } from "@unimatrix/service-kit/bus";
 import { silentLogger } from "@unimatrix/service-kit/logger";
+import { eventually } from "@unimatrix/service-kit/testing";
 import { transitionSize } from "../src/convert";
-import { itemSize, type LogSource, presenceFeedSource, type WatchItem, watchFeed } from "../src/live/feed";
-import { presenceChannel } from "../src/live/signal";
+import {
+  itemSize,
+  type LogSource,
+  offerCommitted,
+  presenceFeedSource,
+  type WatchItem,
+  watchFeed,
+} from "../src/live/feed";
+import { MAX_CARRIED_BYTES, presenceChannel, transitionSignal } from "../src/live/signal";
 import { PAGE } from "../src/rules/watch";
 import type { LogPage, LogState } from "../src/store/log";
 import type { PresenceEvent } from "../src/store/rows";
@@ -18,6 +26,17 @@ class MemoryLog implements LogSource {
 
   get head(): bigint {
     return this.events.at(-1)?.seq ?? 0n;
+  }
+
+  /** Where the last event sits: the head before it and the revocation counter (as the link functions answer). */
+  position(): { prev: bigint; revocations: bigint } {
+    return { prev: this.events.at(-2)?.seq ?? 0n, revocations: this.revocations };
+  }
+
+  /** The doorbell of the last event, as the replica that committed it rings it. */
+  doorbell(): string {
+    const last = this.events.at(-1) as PresenceEvent;
+    return JSON.stringify(transitionSignal(last, this.position(), { link: { m: last.machineId, l: "link" } }));
   }
 
   /** Appends one transition (a ~1 KiB name keeps the 1 MiB test short) and returns its wire size. */
@@ -162,5 +181,107 @@ describe("watch feed lag cut-off (1 MiB budget)", () => {
     await w.wait(AbortSignal.timeout(5_000));
     expect(w.take().map((i) => i.kind === "event" && i.event.seq)).toEqual([1n]);
     await feed.close();
+  });
+});
+
+describe("doorbells that carry their event", () => {
+  const cursors = (items: readonly WatchItem[]) => items.map((i) => (i.kind === "event" ? i.event.seq : i.kind));
+
+  test("the next event rides on its doorbell: fanned out without a read, as a read would build it", async () => {
+    const log = new MemoryLog();
+    const { bus, feed } = setup(log);
+    const w = queue();
+    await feed.attach(TENANT, w);
+    log.add(5);
+    await bus.publish(presenceChannel(TENANT), log.doorbell());
+    await w.wait(AbortSignal.timeout(5_000));
+    const [carried] = w.take();
+    expect(log.pages).toBe(0);
+    const read = (await presenceFeedSource(log).read(TENANT, { seq: 0n, revocations: 0n }, PAGE)).items[0];
+    expect(carried?.kind === "event" && carried.event).toEqual(read?.kind === "event" && read.event);
+    expect(carried?.kind === "event" && carried.message).toEqual(read?.kind === "event" && read.message);
+    expect(carried && itemSize(carried)).toBe(read && itemSize(read));
+    await feed.close();
+  });
+
+  test("a doorbell after a lost one is read: both events once, in order", async () => {
+    const log = new MemoryLog();
+    const { bus, feed } = setup(log);
+    const w = queue();
+    await feed.attach(TENANT, w);
+    log.add(5); // its doorbell is lost
+    log.add(5);
+    await bus.publish(presenceChannel(TENANT), log.doorbell());
+    await w.wait(AbortSignal.timeout(5_000));
+    expect(cursors(w.take())).toEqual([1n, 2n]);
+    expect(log.pages).toBe(1);
+    await feed.close();
+  });
+
+  test("a doorbell whose revocation counter is not the feed's is read (the marker comes with it)", async () => {
+    const log = new MemoryLog();
+    const { bus, feed } = setup(log);
+    const w = queue();
+    await feed.attach(TENANT, w);
+    log.revocations = 1n; // a revocation whose doorbell has not arrived
+    log.add(5);
+    await bus.publish(presenceChannel(TENANT), log.doorbell());
+    await w.wait(AbortSignal.timeout(5_000));
+    expect(cursors(w.take())).toEqual([1n, "revocations"]);
+    expect(log.pages).toBe(1);
+    await feed.close();
+  });
+
+  test("a doorbell of the release before (no event) is read; garbage in a carried event is read too", async () => {
+    const log = new MemoryLog();
+    const { bus, feed } = setup(log);
+    const w = queue();
+    await feed.attach(TENANT, w);
+    log.add(5);
+    await bus.publish(presenceChannel(TENANT), JSON.stringify({ seq: "1", link: { m: "m", l: "l" } }));
+    await w.wait(AbortSignal.timeout(5_000));
+    expect(cursors(w.take())).toEqual([1n]);
+    log.add(5);
+    const bad = { ...JSON.parse(log.doorbell()), ev: { ...JSON.parse(log.doorbell()).ev, prev: "one" } };
+    await bus.publish(presenceChannel(TENANT), JSON.stringify(bad));
+    await w.wait(AbortSignal.timeout(5_000));
+    expect(cursors(w.take())).toEqual([2n]);
+    expect(log.pages).toBe(2);
+    await feed.close();
+  });
+
+  test("an event this replica offered is not read again when its doorbell comes back", async () => {
+    const log = new MemoryLog();
+    const { bus, feed } = setup(log);
+    const w = queue();
+    await feed.attach(TENANT, w);
+    log.add(5);
+    await offerCommitted(feed, log.events[0] as PresenceEvent, log.position());
+    expect(cursors(w.take())).toEqual([1n]);
+    // A later subscriber hears the doorbell after the feed did (the bus keeps subscription order).
+    const heard: string[] = [];
+    await bus.subscribe(presenceChannel(TENANT), (message) => heard.push(message));
+    await bus.publish(presenceChannel(TENANT), log.doorbell());
+    await eventually(() => heard.length === 1, "the doorbell went round");
+    expect(log.pages).toBe(0);
+    await feed.close();
+  });
+
+  test("a doorbell keeps the fields the release before reads, and goes without its event past the size limit", () => {
+    const log = new MemoryLog();
+    log.add(5);
+    const signal = JSON.parse(log.doorbell());
+    expect(signal).toMatchObject({ seq: "1", link: { m: log.events[0]?.machineId, l: "link" } });
+    expect(signal.ev).toEqual({
+      prev: "0",
+      rev: "0",
+      m: log.events[0]?.machineId,
+      n: "mmmmm",
+      up: true,
+      at: Date.UTC(2026, 11, 1),
+    });
+    log.add(MAX_CARRIED_BYTES);
+    expect(JSON.parse(log.doorbell())).toEqual({ seq: "2", link: { m: log.events[1]?.machineId, l: "link" } });
+    expect(transitionSignal(log.events[0] as PresenceEvent, null)).toEqual({ seq: "1" });
   });
 });

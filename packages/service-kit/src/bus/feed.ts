@@ -24,6 +24,21 @@ export interface FeedSource<Cursor, Item> {
    * commit, which this replica already fanned out, e.g. through `offer`): the feed skips the read.
    */
   covered?(message: string, cursor: Cursor): boolean;
+  /**
+   * The items a news doorbell of `key` carries in full (a commit's items, with the cursor before
+   * them and the cursor after them). The feed fans them out without a read when they follow its
+   * cursor exactly, as `offer` does; otherwise, or when this answers undefined, it reads.
+   */
+  carried?(key: string, message: string): Carried<Cursor, Item> | undefined;
+  /** Whether two cursors are the same position (`offer`, carried items); default `===`. */
+  same?(a: Cursor, b: Cursor): boolean;
+}
+
+/** Items a doorbell carries: the cursor they follow, the items, and the cursor after the last one. */
+export interface Carried<Cursor, Item> {
+  readonly after: Cursor;
+  readonly items: readonly Item[];
+  readonly cursor: Cursor;
 }
 
 /** What a listener has not yet handed to its consumer: the lag the feed's budget limits. */
@@ -71,6 +86,8 @@ export interface FeedStats {
   /** Drains run, and the seconds they took, since the feed opened. */
   readonly drains: number;
   readonly drainSeconds: number;
+  /** Commits fanned out without a read (offered, or carried by their doorbell), since the feed opened. */
+  readonly offers: number;
 }
 
 /** While the bus is down, feeds read the database this often by default (other replicas' doorbells are lost meanwhile). */
@@ -102,7 +119,7 @@ export class Feed<Cursor, Item> {
   readonly #offReconnect: () => void;
   readonly #pageSize: number;
   readonly #healMs: number;
-  readonly #counts = { cuts: 0, drains: 0, drainSeconds: 0 };
+  readonly #counts = { cuts: 0, drains: 0, drainSeconds: 0, offers: 0 };
 
   readonly #downPoll: NodeJS.Timeout | undefined;
 
@@ -175,16 +192,13 @@ export class Feed<Cursor, Item> {
   /**
    * Hands items this replica has just committed, and holds in full, to `key`'s listeners without
    * reading them back: only when they follow the feed's cursor exactly (`after`, compared with
-   * `===`) and no read is in flight, so they are the next items and nothing is fanned out twice.
-   * Otherwise it wakes the feed, which reads them. `cursor` is the cursor after the last item.
+   * the source's `same`, default `===`) and no read is in flight, so they are the next items and
+   * nothing is fanned out twice. Otherwise it wakes the feed, which reads them. `cursor` is the
+   * cursor after the last item.
    */
   offer(key: string, after: Cursor, items: readonly Item[], cursor: Cursor): Promise<void> {
     const feed = this.#feeds.get(key);
-    if (!feed) return Promise.resolve();
-    if (feed.closed || feed.draining || feed.cursor === undefined || feed.cursor !== after) return this.#wake(feed);
-    feed.cursor = cursor;
-    if (items.length > 0) this.#fanOut(feed, items);
-    return Promise.resolve();
+    return feed ? this.#offer(feed, { after, items, cursor }) : Promise.resolve();
   }
 
   /** Listeners attached to `key` on this replica. */
@@ -222,7 +236,12 @@ export class Feed<Cursor, Item> {
     feed.subscription = await bus.subscribe(source.channel(feed.key), (message) => {
       if (source.isNews && !source.isNews(message)) {
         for (const listener of feed.listeners) listener.notify?.(message);
-      } else if (feed.cursor === undefined || !source.covered?.(message, feed.cursor)) void this.#wake(feed);
+        return;
+      }
+      // Before the head is read nothing is fanned out: the head covers what committed before it.
+      if (feed.cursor === undefined || source.covered?.(message, feed.cursor)) return;
+      const carried = source.carried?.(feed.key, message);
+      void (carried ? this.#offer(feed, carried) : this.#wake(feed));
     });
     feed.cursor = await source.head(feed.key);
     if (this.#healMs > 0) {
@@ -230,6 +249,18 @@ export class Feed<Cursor, Item> {
       feed.heal.unref();
     }
     if (feed.closed) await this.#close(feed);
+  }
+
+  /** Fans out items that follow the cursor exactly while no read is in flight; otherwise reads. */
+  #offer(feed: KeyFeed<Cursor, Item>, offered: Carried<Cursor, Item>): Promise<void> {
+    const same = this.options.source.same ?? ((a: Cursor, b: Cursor) => a === b);
+    if (feed.closed || feed.draining || feed.cursor === undefined || !same(feed.cursor, offered.after)) {
+      return this.#wake(feed);
+    }
+    feed.cursor = offered.cursor;
+    this.#counts.offers += 1;
+    if (offered.items.length > 0) this.#fanOut(feed, offered.items);
+    return Promise.resolve();
   }
 
   /** Coalesces wakes: one drain at a time, and one more pass if woken meanwhile. */

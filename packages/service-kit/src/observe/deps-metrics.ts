@@ -87,4 +87,9 @@ export function observeFeed(metrics: ServiceMetrics, feed: { stats(): FeedStats 
     "Time spent in feed drains, seconds (divide by unimatrix_feed_drains_total for the mean).",
     () => feed.stats().drainSeconds,
   );
+  metrics.counterFrom(
+    "unimatrix_feed_offers_total",
+    "Commits fanned out without a read (offered by this replica, or carried by their doorbell).",
+    () => feed.stats().offers,
+  );
 }

@@ -2,10 +2,10 @@ import { LinkCloseReason } from "@unimatrix/contracts/unimatrix/presence/v1/link
 import type { Bus, BusSubscription } from "@unimatrix/service-kit/bus";
 import type { Clock } from "@unimatrix/service-kit/clock";
 import type { Logger } from "pino";
-import type { PresenceEvent } from "../store/rows";
+import type { LogPosition, PresenceEvent } from "../store/rows";
 import type { TransitionStore } from "../store/transitions";
 import { LinkCommits } from "./link-commits";
-import { parseSignal, presenceChannel, publishSignal } from "./signal";
+import { parseSignal, presenceChannel, publishSignal, transitionSignal } from "./signal";
 
 /** How long a tenant's channel stays subscribed after its last link closed. */
 const SUBSCRIPTION_LINGER_MS = 30_000;
@@ -27,6 +27,18 @@ export interface LinkRegistryOptions {
   readonly logger: Logger;
   readonly replicaId: string;
   readonly leaseMs: number;
+  /**
+   * Hands a committed transition whose log position is known to this replica's watchers before
+   * its doorbell rings (the watch feed's `offerCommitted`); absent: watchers hear the doorbell.
+   */
+  readonly offer?: (event: PresenceEvent, position: LogPosition) => void;
+}
+
+/** What a committed transition's doorbell says besides the event. */
+interface Rung {
+  readonly link?: { readonly m: string; readonly l: string };
+  /** Where the event sits in the tenant's log: the doorbell carries the event, this replica's watchers get it at once. */
+  readonly position?: LogPosition | null;
 }
 
 /**
@@ -85,23 +97,39 @@ export class LinkRegistry {
     return new Date(this.#options.clock.now().getTime() + this.#options.leaseMs);
   }
 
-  /** Publishes what a committed transition changed. */
-  async publish(tenantId: string, event: PresenceEvent | null, extra: { link?: { m: string; l: string } } = {}) {
-    if (!event && !extra.link) return;
-    await publishSignal(this.#options.bus, this.#options.logger, tenantId, {
-      ...(event ? { seq: event.seq.toString() } : {}),
-      ...extra,
-    });
+  /** Publishes what a committed transition changed (and offers the event to this replica's watchers first). */
+  async publish(tenantId: string, event: PresenceEvent | null, rung: Rung = {}) {
+    this.#offer(event, rung);
+    await this.#signal(tenantId, event, rung);
+  }
+
+  #offer(event: PresenceEvent | null, rung: Rung): void {
+    if (event && rung.position) this.#options.offer?.(event, rung.position);
+  }
+
+  async #signal(tenantId: string, event: PresenceEvent | null, rung: Rung): Promise<void> {
+    const { link, position = null } = rung;
+    if (!event && !link) return;
+    const extra = link ? { link } : {};
+    await publishSignal(
+      this.#options.bus,
+      this.#options.logger,
+      tenantId,
+      event ? transitionSignal(event, position, extra) : extra,
+    );
   }
 
   /**
    * `publish` without holding the link that committed: the database is the truth and the signal
-   * only wakes readers, so a daemon gets `linked` (or its stream's end) one bus round trip
-   * sooner. The signals of this replica still leave in commit order (one bus connection, handed
-   * over synchronously); `settle` waits for the ones on their way.
+   * only wakes readers. This replica's watchers get the event at once; the bus publish (its span,
+   * message and Redis write) waits for the next check phase, so the daemon's `linked` (or its
+   * stream's end), written in this turn, goes out first. The signals of this replica still leave
+   * in commit order (immediates run in the order they were set, then one bus connection);
+   * `settle` waits for the ones on their way.
    */
-  #ring(tenantId: string, event: PresenceEvent | null, extra: { link?: { m: string; l: string } } = {}): void {
-    const sent = this.publish(tenantId, event, extra);
+  #ring(tenantId: string, event: PresenceEvent | null, rung: Rung = {}): void {
+    this.#offer(event, rung);
+    const sent = new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.#signal(tenantId, event, rung));
     this.#ringing.add(sent);
     const done = () => this.#ringing.delete(sent);
     sent.then(done, done);
@@ -127,7 +155,10 @@ export class LinkRegistry {
         const prior = this.#byMachine.get(handle.machineId);
         this.#byMachine.set(handle.machineId, handle);
         if (prior && prior.linkId !== handle.linkId) prior.close(LinkCloseReason.REPLACED);
-        this.#ring(opened.tenantId, opened.event, { link: { m: handle.machineId, l: handle.linkId } });
+        this.#ring(opened.tenantId, opened.event, {
+          link: { m: handle.machineId, l: handle.linkId },
+          position: opened.position,
+        });
       });
     } catch (error) {
       await this.#unsubscribe(handle.tenantId);
@@ -147,7 +178,7 @@ export class LinkRegistry {
           handle.linkId,
           this.#options.clock.now(),
         );
-        if (result) this.#ring(result.tenantId, result.event);
+        if (result) this.#ring(result.tenantId, result.event, { position: result.position });
       });
     } catch (error) {
       // Reconcile finds the ownership row without a held link and unlinks it.
@@ -241,7 +272,10 @@ export class LinkRegistry {
             { replicaId: this.#options.replicaId, linkId, leaseExpiresAt: this.#lease() },
             this.#options.clock.now(),
           );
-          await this.publish(opened.tenantId, opened.event, { link: { m: machineId, l: linkId } });
+          await this.publish(opened.tenantId, opened.event, {
+            link: { m: machineId, l: linkId },
+            position: opened.position,
+          });
         }).catch((error: unknown) => {
           this.#options.logger.warn({ err: error, machineId }, "reclaiming a held link failed");
           handle.close(LinkCloseReason.REVOKED);
@@ -257,7 +291,7 @@ export class LinkRegistry {
       await this.#serial(machineId, async () => {
         if (this.#byMachine.get(machineId)?.linkId === linkId) return;
         const result = await transitions.linkClosed(machineId, linkId, this.#options.clock.now());
-        if (result) await this.publish(result.tenantId, result.event);
+        if (result) await this.publish(result.tenantId, result.event, { position: result.position });
       });
     }
   }

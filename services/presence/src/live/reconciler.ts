@@ -53,7 +53,7 @@ export class Reconciler {
       const result = await transitions.linkClosed(machineId, linkId, now, now);
       if (!result) continue;
       expired += 1;
-      await registry.publish(result.tenantId, result.event);
+      await registry.publish(result.tenantId, result.event, { position: result.position });
     }
     let repaired = 0;
     for (const machineId of await transitions.disagreeing()) {

@@ -25,6 +25,15 @@ export interface PresenceEvent {
   readonly at: Date;
 }
 
+/**
+ * Where a committed event sits in its tenant's log: the tenant's head before it and the tenant's
+ * revocation counter, both read under the tenant's log row lock in the event's transaction.
+ */
+export interface LogPosition {
+  readonly prev: bigint;
+  readonly revocations: bigint;
+}
+
 /** Raw row of `presence_events`. */
 export interface EventRow {
   seq: bigint | string;

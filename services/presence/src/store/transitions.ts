@@ -1,7 +1,7 @@
 import { UnauthenticatedError } from "@unimatrix/service-kit/errors";
 import { inTransaction, type Tx as KitTx, type RawQuery, StoreAnomalyError } from "@unimatrix/service-kit/store";
 import type { PrismaClient } from "../../generated/prisma/client";
-import { type EventRow, eventOf, type PresenceEvent } from "./rows";
+import { type EventRow, eventOf, type LogPosition, type PresenceEvent } from "./rows";
 
 /** This service's interactive-transaction client. */
 type Tx = KitTx<PrismaClient>;
@@ -71,6 +71,8 @@ export interface LinkOpened {
   readonly tenantId: string;
   /** The linked event, or null when the machine was already linked (a replacement). */
   readonly event: PresenceEvent | null;
+  /** Where the event sits in the tenant's log (null without an event). */
+  readonly position: LogPosition | null;
   /** The link this one replaced, if any. */
   readonly previous: { readonly replicaId: string; readonly linkId: string } | null;
 }
@@ -79,6 +81,8 @@ export interface LinkOpened {
 export interface LinkClosed {
   readonly tenantId: string;
   readonly event: PresenceEvent | null;
+  /** Where the event sits in the tenant's log (null without an event). */
+  readonly position: LogPosition | null;
 }
 
 /** One transition of a batch (`linkBatch`): a link opened or a link closed. */
@@ -97,6 +101,15 @@ interface CloseRow {
   o_tenant: string | null;
   o_seq: bigint | null;
   o_name: string | null;
+  /** The tenant's head before the event and its revocation counter, read under the tenant's log row lock. */
+  o_prev: bigint | null;
+  o_revocations: bigint | null;
+}
+
+/** Where a function's event sits in its tenant's log; null without an event. */
+function positionOf(row: CloseRow): LogPosition | null {
+  if (row.o_seq === null || row.o_prev === null || row.o_revocations === null) return null;
+  return { prev: BigInt(row.o_prev), revocations: BigInt(row.o_revocations) };
 }
 
 interface OpenRow extends CloseRow {
@@ -113,6 +126,7 @@ function openedOf(row: OpenRow | undefined, machineId: string, at: Date): LinkOp
       row.o_seq === null
         ? null
         : { seq: BigInt(row.o_seq), tenantId, machineId, name: row.o_name ?? "", linked: true, at },
+    position: positionOf(row),
     previous: row.o_prev_replica && row.o_prev_link ? { replicaId: row.o_prev_replica, linkId: row.o_prev_link } : null,
   };
 }
@@ -126,6 +140,7 @@ function closedOf(row: CloseRow | undefined, machineId: string, at: Date): LinkC
       row.o_seq === null
         ? null
         : { seq: BigInt(row.o_seq), tenantId, machineId, name: row.o_name ?? "", linked: false, at },
+    position: positionOf(row),
   };
 }
 
@@ -139,12 +154,13 @@ export class TransitionStore {
 
   /**
    * Records `ownership` as the machine's current link and links it if it was not: one round
-   * trip (`presence_link_open`, see the link_functions migration).
+   * trip (`presence_link_open2`, see the link_functions and link_log_position migrations).
    */
   async linkOpened(machineId: string, ownership: Ownership, at: Date): Promise<LinkOpened> {
     const rows = await this.fast.$queryRaw<OpenRow[]>`
-      SELECT o_status, o_tenant::text AS o_tenant, o_seq, o_name, o_prev_replica, o_prev_link::text AS o_prev_link
-      FROM presence_link_open(${machineId}::uuid, ${ownership.replicaId}, ${ownership.linkId}::uuid,
+      SELECT o_status, o_tenant::text AS o_tenant, o_seq, o_name, o_prev_replica, o_prev_link::text AS o_prev_link,
+             o_prev, o_revocations
+      FROM presence_link_open2(${machineId}::uuid, ${ownership.replicaId}, ${ownership.linkId}::uuid,
         ${ownership.leaseExpiresAt}::timestamptz, ${at}::timestamptz)`;
     return openedOf(rows[0], machineId, at);
   }
@@ -153,19 +169,19 @@ export class TransitionStore {
    * Ends link `linkId` if it is still the machine's current link: drops the ownership and
    * unlinks. A replaced link changes nothing. With `expiredBefore`, only when its lease expired
    * before that instant (a surviving replica taking over a dead one's machines). One round trip
-   * (`presence_link_close`).
+   * (`presence_link_close2`).
    */
   async linkClosed(machineId: string, linkId: string, at: Date, expiredBefore?: Date): Promise<LinkClosed | null> {
     const rows = await this.fast.$queryRaw<CloseRow[]>`
-      SELECT o_status, o_tenant::text AS o_tenant, o_seq, o_name
-      FROM presence_link_close(${machineId}::uuid, ${linkId}::uuid, ${at}::timestamptz,
+      SELECT o_status, o_tenant::text AS o_tenant, o_seq, o_name, o_prev, o_revocations
+      FROM presence_link_close2(${machineId}::uuid, ${linkId}::uuid, ${at}::timestamptz,
         ${expiredBefore ?? null}::timestamptz)`;
     return closedOf(rows[0], machineId, at);
   }
 
   /**
    * Several opens and closes (of distinct machines, of one tenant) in one transaction, in the
-   * given order: one commit for all (`presence_link_batch`). Each outcome is what `linkOpened` or
+   * given order: one commit for all (`presence_link_batch2`). Each outcome is what `linkOpened` or
    * `linkClosed` would have answered for it (a revoked machine's open is its own error); a failed
    * statement fails them all, and nothing was written.
    */
@@ -182,8 +198,8 @@ export class TransitionStore {
     const ats = ops.map((op) => op.at.toISOString());
     const rows = await this.fast.$queryRaw<(OpenRow & { o_index: number })[]>`
       SELECT o_index, o_status, o_tenant::text AS o_tenant, o_seq, o_name, o_prev_replica,
-             o_prev_link::text AS o_prev_link
-      FROM presence_link_batch(${kinds}::text[], ${machines}::uuid[], ${links}::uuid[], ${replicas}::text[],
+             o_prev_link::text AS o_prev_link, o_prev, o_revocations
+      FROM presence_link_batch2(${kinds}::text[], ${machines}::uuid[], ${links}::uuid[], ${replicas}::text[],
         ${leases}::timestamptz[], ${ats}::timestamptz[])`;
     const byIndex = new Map(rows.map((row) => [Number(row.o_index), row]));
     return ops.map((op, i): LinkOutcome => {
