@@ -143,11 +143,25 @@ describe("fleet: retention prunes under load, on one replica at a time", () => {
         (error: unknown) => toStatus(error).code,
       );
     expect(read).toBe(status.FAILED_PRECONDITION);
-    const { cube } = await call<{ cube: { floorCursor: string } }>(
-      "unimatrix.cube.v1.CubeService/GetCube",
-      { cubeId: world.cubeId },
-      world.userToken,
-    );
+    // The load has stopped, but under a busy machine the job may still be catching up with the
+    // head: the floor is read once it held across two whole rounds of the job (the replica that
+    // took it over), so the gRPC and SSE answers below are compared with the same floor.
+    const floor = () =>
+      call<{ cube: { floorCursor: string } }>(
+        "unimatrix.cube.v1.CubeService/GetCube",
+        { cubeId: world.cubeId },
+        world.userToken,
+      );
+    const rounds = () => counter(fleet.cube[1 - holder]!, "unimatrix_cube_retention_rounds_total", 'outcome="held"');
+    let cube = (await floor()).cube;
+    for (let tries = 0; ; tries += 1) {
+      if (tries === 20) throw new Error(`the floor still moved after ${tries} checks: ${cube.floorCursor}`);
+      const from = await rounds();
+      await poll(async () => (await rounds()) >= from + 2, "two more retention rounds", 20_000);
+      const now = (await floor()).cube;
+      if (now.floorCursor === cube.floorCursor) break;
+      cube = now;
+    }
     const retained = (await readLog(client, token, world.cubeId, "")).map((e) => e.id);
 
     const stop = new AbortController();
