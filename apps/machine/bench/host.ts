@@ -3,8 +3,8 @@
 // presence; timed from there, even `/bin/true` took p50 11.6 / p99 22 ms on a quiet machine (its
 // event loop and collector), against 6.1 / 12.1 ms from a quiet process. Run by index.ts with
 // `fork`: each message `{ file, args, input, env }` is answered `{ ms, code, stdout, stderr }`.
-import { spawn } from "node:child_process";
 import { performance } from "node:perf_hooks";
+import { runCommand } from "../test/run-command";
 
 export interface HostRun {
   file: string;
@@ -20,22 +20,10 @@ export interface HostResult {
   stderr: string;
 }
 
-function run(request: HostRun): Promise<HostResult> {
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    const child = spawn(request.file, request.args, {
-      env: { ...process.env, ...request.env },
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-    child.once("error", reject);
-    child.once("close", (code) => resolve({ ms: performance.now() - started, code, stdout, stderr }));
-    child.stdin.on("error", () => {}); // a command that exits without reading its input
-    child.stdin.end(request.input);
-  });
+async function run(request: HostRun): Promise<HostResult> {
+  const started = performance.now();
+  const result = await runCommand(request.file, request.args, request.input, request.env);
+  return { ms: performance.now() - started, ...result };
 }
 
 process.on("message", (request: HostRun) => {

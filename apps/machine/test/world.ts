@@ -22,6 +22,9 @@ import {
   testSchema,
 } from "@unimatrix/service-kit/testing";
 import pg from "pg";
+import { type Run, runCommand } from "./run-command";
+
+export { type Run, runCommand };
 
 /** The `unimatrix` command as `npm install` links it (the composition's bin). */
 export const UNIMATRIX = join(__dirname, "..", "..", "unimatrix", "dist", "main.js");
@@ -116,11 +119,6 @@ export class DaemonProcess {
 }
 
 /** What one `unimatrix …` run printed. */
-export interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
 
 /** The fast hook client, `unimatrix-hook` (a POSIX sh script), and its directory (what PATH needs). */
 export const HOOK_BIN = join(__dirname, "..", "bin");
@@ -138,29 +136,6 @@ export function runHookCommand(command: string, input: string, env: NodeJS.Proce
   return runCommand("/bin/sh", ["-c", command], input, {
     ...env,
     PATH: `${HOOK_BIN}:${env.PATH ?? process.env.PATH ?? ""}`,
-  });
-}
-
-/** Runs `file` to its end with `input` on stdin. */
-export function runCommand(
-  file: string,
-  args: readonly string[],
-  input: string,
-  env: NodeJS.ProcessEnv = {},
-): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, {
-      env: { ...process.env, ...env },
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
-    child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
-    child.once("error", reject);
-    child.once("close", (code) => resolve({ code, stdout, stderr }));
-    child.stdin.on("error", () => {}); // a command that exits without reading its input
-    child.stdin.end(input);
   });
 }
 

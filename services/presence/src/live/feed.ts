@@ -4,7 +4,7 @@ import { transitionEvent, transitionSize, type WatchEvent } from "../convert";
 import { PAGE } from "../rules/watch";
 import type { LogStore } from "../store/log";
 import type { LogPosition, PresenceEvent } from "../store/rows";
-import { type CarriedEvent, parseSignal, presenceChannel } from "./signal";
+import { type CarriedEvent, type PresenceSignal, parseSignal, presenceChannel } from "./signal";
 
 /** Where a tenant's feed stands: the last event read and the revocation counter read with it. */
 export interface FeedCursor {
@@ -78,6 +78,16 @@ function carriedEvent(tenantId: string, seq: string | undefined, ev: CarriedEven
  * re-check machine credentials on the drain that saw it (a lost doorbell heals on the next read).
  */
 export function presenceFeedSource(logs: LogSource): FeedSource<FeedCursor, WatchItem> {
+  // The kit asks isNews, covered and carried of the same doorbell in turn: parse it once.
+  let lastMessage: string | undefined;
+  let lastSignal: PresenceSignal | null = null;
+  const parsed = (message: string): PresenceSignal | null => {
+    if (message !== lastMessage) {
+      lastSignal = parseSignal(message);
+      lastMessage = message;
+    }
+    return lastSignal;
+  };
   return {
     channel: presenceChannel,
     async head(tenantId) {
@@ -92,16 +102,16 @@ export function presenceFeedSource(logs: LogSource): FeedSource<FeedCursor, Watc
       return { items, cursor: { seq: last?.seq ?? after.seq, revocations: page.revocations } };
     },
     // Every well-formed doorbell (transition, link, revocation, poke) is news.
-    isNews: (message) => parseSignal(message) !== null,
+    isNews: (message) => parsed(message) !== null,
     // A transition's doorbell naming a cursor the feed passed (offered here, or read meanwhile).
     covered(message, cursor) {
-      const signal = parseSignal(message);
+      const signal = parsed(message);
       if (!signal || signal.revoked !== undefined || signal.poke || typeof signal.seq !== "string") return false;
       return DIGITS.test(signal.seq) && BigInt(signal.seq) <= cursor.seq;
     },
     // A transition's doorbell with the event in full (not from a replica of the release before).
     carried(tenantId, message) {
-      const signal = parseSignal(message);
+      const signal = parsed(message);
       if (!signal || signal.revoked !== undefined || signal.poke) return undefined;
       return carriedEvent(tenantId, signal.seq, signal.ev);
     },
