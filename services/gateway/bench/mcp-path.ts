@@ -6,15 +6,16 @@
 //   BENCH mcp.post.p50_ms / p99_ms            log_post round trip
 //   BENCH mcp.post.connect_p50_ms             Connect AppendEntry, same seat, interleaved with the above
 //   BENCH mcp.post.p50_ratio                  the two p50s' ratio (target ≤ 1.3)
-//   BENCH mcp.push.p99_ms                     post (Connect) → the line on the other agent's listen
-//   BENCH mcp.wait_wake.p99_ms                a direct posted → the other agent's log_wait returns
+//   BENCH mcp.push.p50_ms / p99_ms            post (Connect) → the line on the other agent's listen
+//   BENCH mcp.wait_wake.p50_ms / p99_ms       a direct posted → the other agent's log_wait returns
 //   BENCH mcp.path.exactly_once               1 when every post was heard once and every wait woke
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { bench, uniqueName } from "@unimatrix/service-kit/testing";
 
 const POSTS = Number(process.env.BENCH_MCP_POSTS ?? 300);
-const PUSHES = Number(process.env.BENCH_MCP_PUSHES ?? 200);
-const WAKES = Number(process.env.BENCH_MCP_WAKES ?? 100);
+// 300 each, so that a p99 is a percentile: of 100 wakes it was the slowest one (of 200 pushes the second).
+const PUSHES = Number(process.env.BENCH_MCP_PUSHES ?? 300);
+const WAKES = Number(process.env.BENCH_MCP_WAKES ?? 300);
 
 const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 const pct = (sorted: number[], p: number) =>
@@ -192,7 +193,9 @@ export async function mcpPath(url: string, operatorToken: string, metricsUrl: st
   bench(`mcp.post.p99_ms${suffix}`, m.p99, "ms");
   bench(`mcp.post.connect_p50_ms${suffix}`, c.p50, "ms");
   bench(`mcp.post.p50_ratio${suffix}`, m.p50 / c.p50, "ratio");
+  bench(`mcp.push.p50_ms${suffix}`, p.p50, "ms");
   bench(`mcp.push.p99_ms${suffix}`, p.p99, "ms");
+  bench(`mcp.wait_wake.p50_ms${suffix}`, w.p50, "ms");
   bench(`mcp.wait_wake.p99_ms${suffix}`, w.p99, "ms");
   bench(`mcp.path.exactly_once${suffix}`, faults === 0 ? 1 : 0, "bool");
 }
