@@ -126,9 +126,19 @@ describe("gateway: MCP log_wait (the pull path)", () => {
       // The wait looked at the backlog, took nothing, and follows the cube now.
       await waitEventAfter(system.metricsUrl, "listening", listening);
       expect(settled).toBe(false);
+      // A decision recorded meanwhile is counted on the woken wait's first line (the decisions are
+      // read beside the inbox), and on a catch-up read's (read after it).
+      await poster.text("decision_record", { title: "ship it" });
       await poster.text("log_post", { message: "finally for you", recipients: [label] });
-      const got = messages(await waiting);
-      expect(got.slice(-3)).toEqual(["backlog one", "backlog two", "finally for you"]);
+      const woken = await waiting;
+      expect(messages(woken).slice(-3)).toEqual(["backlog one", "backlog two", "finally for you"]);
+      expect(woken.split("\n")[0]).toMatch(/: 1 direct to you.*; 1 new decision\(s\) \(decision_list\)$/);
+      await poster.text("decision_record", { title: "and this" });
+      await poster.text("log_post", { message: "after the second decision" });
+      const read = await waiter.text("log_read");
+      expect(messages(read)).toEqual(["after the second decision"]);
+      // Counted from the oldest item's second: the first decision may share it.
+      expect(read.split("\n")[0]).toMatch(/^1 unread; [12] new decision\(s\) \(decision_list\)$/);
     } finally {
       await Promise.all([waiter.close(), poster.close()]);
     }

@@ -1,7 +1,7 @@
 import { status } from "@grpc/grpc-js";
 import type { CallToolResult, LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import { AttachSeatOutcome, type AttachSeatResponse } from "@unimatrix/contracts/unimatrix/cube/v1/cube_service_pb";
-import type { ActivityItem } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
+import type { ActivityItem, Decision } from "@unimatrix/contracts/unimatrix/cube/v1/types_pb";
 import { FailedPreconditionError, InvalidArgumentError } from "@unimatrix/service-kit/errors";
 import type { Logger } from "@unimatrix/service-kit/logger";
 import type { EdgeAuthenticator, EdgeCaller } from "../auth";
@@ -17,10 +17,18 @@ export interface UnreadPage {
   /** The new inbox position. */
   readonly cursor: string;
   readonly hasMore: boolean;
+  /**
+   * The cube's latest decisions (newest first), when they were read beside the page because it
+   * was about to be rendered (a woken wait); a summary line counts those since its oldest item.
+   */
+  readonly decisions?: readonly Decision[];
 }
 
 /** How many unread items one read returns by default ("an ordinary absence" in one call). */
 const UNREAD_PAGE = 300;
+
+/** How many of the cube's latest decisions a catch-up's summary line looks at. */
+const LATEST_DECISIONS = 50;
 
 /** What a session needs from the gateway. */
 export interface McpSessionDeps {
@@ -131,6 +139,24 @@ export class McpSession {
       this.#record = (await this.save({ inbox: cursor })) ?? this.#record;
     }
     return { items, cursor, hasMore };
+  }
+
+  /**
+   * `readUnread` for a page about to be rendered, with the cube's latest decisions read at the same
+   * time instead of after it (a woken wait: one round trip less between the wake and its answer).
+   */
+  async readUnreadToRender(signal?: AbortSignal): Promise<UnreadPage> {
+    const [page, decisions] = await Promise.all([this.readUnread(undefined, signal), this.latestDecisions(signal)]);
+    return { ...page, decisions };
+  }
+
+  /** The seat's cube's latest decisions, newest first. */
+  async latestDecisions(signal?: AbortSignal): Promise<Decision[]> {
+    const reply = await this.upstreams.activity.listDecisions(
+      { cubeId: this.cubeId(), pageSize: LATEST_DECISIONS },
+      await this.asActor(signal),
+    );
+    return reply.decisions;
   }
 
   /**

@@ -88,7 +88,7 @@ export async function waitForUnread(
   if (from === undefined && filtered) {
     // Look at what waits without taking it: what the filter does not want stays unread for later.
     const backlog = await session.peekUnread(signal);
-    if (backlog.items.some((item) => wakes(item, seat.droneId, filter))) return session.readUnread(undefined, signal);
+    if (backlog.items.some((item) => wakes(item, seat.droneId, filter))) return session.readUnreadToRender(signal);
     // The rest of a long backlog arrives first on the subscription from there.
     from = backlog.cursor;
   } else if (from === undefined) {
@@ -103,7 +103,7 @@ export async function waitForUnread(
     // On a wake, read the inbox: the wake may be something another session of the drone has read
     // already (then keep waiting; everything the read returns is returned).
     const onWake = async () => {
-      const page = await session.readUnread(undefined, signal);
+      const page = await session.readUnreadToRender(signal);
       return page.items.length > 0 ? page : undefined;
     };
     try {

@@ -32,21 +32,21 @@ export async function itemsResult(
   return ok(lines.join("\n"), { items: rendered.map((r) => r.data), ...tail });
 }
 
-/** How many decisions were recorded since the oldest of `list` (for a catch-up's summary line). */
-async function decisionsSince(session: McpSession, list: readonly ActivityItem[], signal: AbortSignal) {
-  const times = list.flatMap(({ item }) => (item.value?.createdAt ? [Number(item.value.createdAt.seconds)] : []));
+/**
+ * How many decisions were recorded since the oldest item of `page` (a catch-up's summary line),
+ * from the decisions read beside it, else read now.
+ */
+async function decisionsSince(session: McpSession, page: UnreadPage, signal: AbortSignal) {
+  const times = page.items.flatMap(({ item }) => (item.value?.createdAt ? [Number(item.value.createdAt.seconds)] : []));
   if (times.length === 0) return 0;
   const since = Math.min(...times);
-  const reply = await session.upstreams.activity.listDecisions(
-    { cubeId: session.cubeId(), pageSize: 50 },
-    await session.asActor(signal),
-  );
-  return reply.decisions.filter((d) => Number(d.createdAt?.seconds ?? 0) >= since).length;
+  const decisions = page.decisions ?? (await session.latestDecisions(signal));
+  return decisions.filter((d) => Number(d.createdAt?.seconds ?? 0) >= since).length;
 }
 
 /** The result of an unread page (a catch-up read, a wait): summary line first, then one line per item. */
 export async function unreadResult(session: McpSession, page: UnreadPage, signal: AbortSignal) {
-  const decisions = page.items.length > 0 ? await decisionsSince(session, page.items, signal) : 0;
+  const decisions = page.items.length > 0 ? await decisionsSince(session, page, signal) : 0;
   return itemsResult(session, page.items, undefined, page.hasMore ? { more: true } : {}, signal, (rendered) =>
     summaryLine(rendered, page.hasMore, { decisions }),
   );
