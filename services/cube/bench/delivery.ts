@@ -1,0 +1,177 @@
+// Append→delivery figures of the cube benchmark (index.ts): subscribers in child processes
+// (bench/subscribers.ts) on a target — the service, or the floor — appends at a fixed rate, and
+// every delivery checked to arrive exactly once. `pairedLatencyAt` drives the service and its floor
+// in alternating slices, so that both see the same machine (as presence's churn does).
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const nowMs = () => performance.now();
+
+/** Wall-clock milliseconds with sub-ms precision, comparable across the bench's processes. */
+export const wallMs = () => performance.timeOrigin + performance.now();
+
+/** What a delivery figure drives: the service, or the floor (same subscribers, same rate). */
+export interface Target {
+  readonly address: string;
+  append(message: string, i: number): Promise<unknown>;
+}
+
+/** One delivery figure: what was asked and held, and every delivery's latency (sorted). */
+export interface Delivery {
+  readonly subscribers: number;
+  readonly rate: number;
+  readonly offered: number;
+  readonly delivered: number;
+  readonly expected: number;
+  readonly duplicates: number;
+  readonly latencies: number[];
+  readonly appendTimes: number[];
+  /** Deliveries that never arrived (with `duplicates`, the run fails). */
+  readonly missing: number;
+}
+
+/** What a delivery run needs: the cube its readers read and one reader token per 10 streams. */
+export interface DeliveryJob {
+  readonly cubeId: string;
+  readonly readers: readonly string[];
+  readonly streamsPerClient: number;
+  readonly seconds: number;
+  readonly warmupSeconds: number;
+}
+
+/** One child process holding SubscribeActivity streams (bench/subscribers.ts). */
+function subscriberProcess(job: { address: string; cubeId: string; tokens: string[] }) {
+  const child = spawn(process.execPath, [...process.execArgv, join(__dirname, "subscribers.ts")], {
+    env: { ...process.env, BENCH_JOB: JSON.stringify(job) },
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  let out = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  const exited = new Promise<number>((resolve) => child.on("close", (code) => resolve(code ?? 1)));
+  const ready = new Promise<void>((resolve, reject) => {
+    const check = () => (out.includes("READY\n") ? resolve() : setTimeout(check, 10));
+    check();
+    void exited.then((code) => reject(new Error(`subscriber process exited ${code} before ready`)));
+  });
+  return {
+    ready,
+    async finish(prefix: string, total: number): Promise<{ latencies: number[]; missing: number; duplicates: number }> {
+      child.stdin.write(`${JSON.stringify({ prefix, total })}\n`);
+      const code = await exited;
+      if (code !== 0) throw new Error(`subscriber process exited ${code}`);
+      return JSON.parse(out.trim().split("\n").at(-1) ?? "{}");
+    },
+  };
+}
+
+/** A target's subscribers (one process per 50 streams, at most 2: the machine's cores), ready. */
+async function subscribe(job: DeliveryJob, subscribers: number, target: Target) {
+  const processes = Math.min(2, Math.ceil(subscribers / 50));
+  const children = Array.from({ length: processes }, (_, k) => {
+    const tokens = Array.from({ length: subscribers }, (_, i) => i)
+      .filter((i) => i % processes === k)
+      .map((i) => job.readers[Math.floor(i / job.streamsPerClient)] as string);
+    return subscriberProcess({ address: target.address, cubeId: job.cubeId, tokens });
+  });
+  await Promise.all(children.map((c) => c.ready));
+  return children;
+}
+
+/**
+ * Appends entries `from` … `to - 1` to `target` at `rate` (negative indices: warm-up, not timed;
+ * the others timed into `appendTimes`). Returns how long the appends took, to the last answer.
+ */
+async function drive(
+  target: Target,
+  subscribers: number,
+  rate: number,
+  range: { from: number; to: number },
+  appendTimes: number[],
+): Promise<number> {
+  const startAt = nowMs();
+  const pending: Promise<unknown>[] = [];
+  for (let i = range.from; i < range.to; i++) {
+    const wait = startAt + ((i - range.from) * 1000) / rate - nowMs();
+    if (wait > 0) await sleep(wait);
+    const sent = wallMs();
+    const call = target.append(i < 0 ? `warm@${i}` : `latency@${subscribers}.${i}@${sent}`, i - range.from);
+    pending.push(i < 0 ? call : call.then(() => appendTimes.push(wallMs() - sent)));
+  }
+  await Promise.all(pending);
+  return nowMs() - startAt;
+}
+
+/** Tells the subscribers the appends are done and gathers what each stream saw. */
+async function collect(
+  children: Awaited<ReturnType<typeof subscribe>>,
+  figure: { subscribers: number; rate: number; total: number; sentMs: number; appendTimes: number[] },
+): Promise<Delivery> {
+  const { subscribers, rate, total, sentMs, appendTimes } = figure;
+  const results = await Promise.all(children.map((c) => c.finish(`latency@${subscribers}.`, total)));
+  const latencies = results.flatMap((r) => r.latencies).sort((a, b) => a - b);
+  const missing = results.reduce((n, r) => n + r.missing, 0);
+  const duplicates = results.reduce((n, r) => n + r.duplicates, 0);
+  appendTimes.sort((a, b) => a - b);
+  return {
+    subscribers,
+    rate,
+    offered: (total / Math.max(sentMs, 1)) * 1000,
+    delivered: latencies.length,
+    expected: total * subscribers,
+    duplicates,
+    latencies,
+    appendTimes,
+    missing,
+  };
+}
+
+/** One delivery figure: `subscribers` streams on `target`, a warm-up second, then `seconds` of appends at `rate`. */
+export async function latencyAt(job: DeliveryJob, subscribers: number, rate: number, target: Target) {
+  const children = await subscribe(job, subscribers, target);
+  const total = Math.max(1, Math.round(rate * job.seconds));
+  const warm = Math.round(rate * job.warmupSeconds);
+  // Warm-up at the same rate first (not timed, not counted): pools, JIT and the subscribers' decoders warm.
+  await drive(target, subscribers, rate, { from: -warm, to: 0 }, []);
+  const appendTimes: number[] = [];
+  const sentMs = await drive(target, subscribers, rate, { from: 0, to: total }, appendTimes);
+  return collect(children, { subscribers, rate, total, sentMs, appendTimes });
+}
+
+/**
+ * The service and its floor at one point, driven in `slices` alternating slices of the same
+ * length (service, floor, service, …): both see the same machine, where a stall of a shared
+ * host in one 5 s window used to decide the ratio (s1's floor p99 257 ms in one run, the
+ * service's 109 ms in another). Only where a delivery takes far less than a slice: a backlog
+ * carried into the next slice would load the other side.
+ */
+export async function pairedLatencyAt(
+  job: DeliveryJob,
+  subscribers: number,
+  rate: number,
+  targets: { service: Target; floor: Target },
+  slices: number,
+): Promise<{ service: Delivery; floor: Delivery }> {
+  const sides = [targets.service, targets.floor] as const;
+  const children = await Promise.all(sides.map((target) => subscribe(job, subscribers, target)));
+  const total = Math.max(slices, Math.round(rate * job.seconds));
+  const perSlice = Math.ceil(total / slices);
+  const warm = Math.round(rate * job.warmupSeconds);
+  for (const target of sides) await drive(target, subscribers, rate, { from: -warm, to: 0 }, []);
+  const appendTimes: [number[], number[]] = [[], []];
+  const sentMs = [0, 0];
+  for (let from = 0; from < total; from += perSlice) {
+    const to = Math.min(total, from + perSlice);
+    for (const [k, target] of sides.entries()) {
+      sentMs[k]! += await drive(target, subscribers, rate, { from, to }, appendTimes[k]!);
+    }
+  }
+  const [service, floor] = await Promise.all(
+    sides.map((_, k) =>
+      collect(children[k]!, { subscribers, rate, total, sentMs: sentMs[k]!, appendTimes: appendTimes[k]! }),
+    ),
+  );
+  return { service: service!, floor: floor! };
+}
