@@ -118,8 +118,6 @@ export class DaemonProcess {
   }
 }
 
-/** What one `unimatrix …` run printed. */
-
 /** The fast hook client, `unimatrix-hook` (a POSIX sh script), and its directory (what PATH needs). */
 export const HOOK_BIN = join(__dirname, "..", "bin");
 

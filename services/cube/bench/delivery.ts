@@ -9,7 +9,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const nowMs = () => performance.now();
 
 /** Wall-clock milliseconds with sub-ms precision, comparable across the bench's processes. */
-export const wallMs = () => performance.timeOrigin + performance.now();
+const wallMs = () => performance.timeOrigin + performance.now();
 
 /** What a delivery figure drives: the service, or the floor (same subscribers, same rate). */
 export interface Target {
