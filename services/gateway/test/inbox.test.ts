@@ -1,7 +1,9 @@
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+// The machine tests' way of running a command as an agent host does (stdin in, to its end).
+import { runCommand as run } from "../../../apps/machine/test/run-command";
 import { call, connectJson, type System, seedTenant, startSystem } from "./system";
 
 /** The `unimatrix` command as `npm install` links it. */
@@ -19,19 +21,6 @@ function hook(args: readonly string[], input: string, env: NodeJS.ProcessEnv) {
 function shHook(args: readonly string[], input: string, env: NodeJS.ProcessEnv) {
   const path = `${HOOK_BIN}:${process.env.PATH ?? ""}`;
   return run("/bin/sh", ["-c", `unimatrix-hook ${args.join(" ")}`], input, { ...env, PATH: path });
-}
-
-function run(file: string, args: readonly string[], input: string, env: NodeJS.ProcessEnv) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(file, args, { env: { ...process.env, ...env } });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
-    child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
-    child.once("error", reject);
-    child.once("close", (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(input);
-  });
 }
 
 const input = (event: string, session: string, extra: Record<string, unknown> = {}) =>
