@@ -69,14 +69,16 @@ export function callObserver(metrics: ServiceMetrics, logger: Logger): CallObser
     });
     let principalKind: string | undefined;
     let ended = false;
-    // Bound once per call: a stream counts every message, and prom-client hashes the labels on each `inc(labels)`.
-    const sent = streaming ? metrics.sent.labels(labels) : undefined;
+    // Looked up once per call: a stream counts every message into its method's tally (read at scrape).
+    const sent = streaming ? metrics.sentTally(labels) : undefined;
     metrics.started.inc(labels);
     if (streaming) metrics.openStreams.inc(labels);
     return {
       traceId,
       run: (fn) => context.with(spanContext, fn),
-      sent: () => (sent ?? metrics.sent.labels(labels)).inc(),
+      sent: () => {
+        if (sent) sent.n += 1;
+      },
       principal(kind) {
         principalKind = kind;
       },
