@@ -130,14 +130,8 @@ async function collect(
 
 /** One delivery figure: `subscribers` streams on `target`, a warm-up second, then `seconds` of appends at `rate`. */
 export async function latencyAt(job: DeliveryJob, subscribers: number, rate: number, target: Target) {
-  const children = await subscribe(job, subscribers, target);
-  const total = Math.max(1, Math.round(rate * job.seconds));
-  const warm = Math.round(rate * job.warmupSeconds);
-  // Warm-up at the same rate first (not timed, not counted): pools, JIT and the subscribers' decoders warm.
-  await drive(target, subscribers, rate, { from: -warm, to: 0 }, []);
-  const appendTimes: number[] = [];
-  const sentMs = await drive(target, subscribers, rate, { from: 0, to: total }, appendTimes);
-  return collect(children, { subscribers, rate, total, sentMs, appendTimes });
+  const [figure] = await slicedLatencyAt(job, subscribers, rate, [target], 1);
+  return figure!;
 }
 
 /**
@@ -154,24 +148,38 @@ export async function pairedLatencyAt(
   targets: { service: Target; floor: Target },
   slices: number,
 ): Promise<{ service: Delivery; floor: Delivery }> {
-  const sides = [targets.service, targets.floor] as const;
+  const [service, floor] = await slicedLatencyAt(job, subscribers, rate, [targets.service, targets.floor], slices);
+  return { service: service!, floor: floor! };
+}
+
+/**
+ * Delivery figures of `sides` at one point: each side's subscribers held open throughout, a
+ * warm-up at `rate` on each (not timed, not counted: pools, JIT and the subscribers' decoders
+ * warm), then the timed appends in `slices` slices, the sides taking turns within each.
+ */
+async function slicedLatencyAt(
+  job: DeliveryJob,
+  subscribers: number,
+  rate: number,
+  sides: readonly Target[],
+  slices: number,
+): Promise<Delivery[]> {
   const children = await Promise.all(sides.map((target) => subscribe(job, subscribers, target)));
   const total = Math.max(slices, Math.round(rate * job.seconds));
   const perSlice = Math.ceil(total / slices);
   const warm = Math.round(rate * job.warmupSeconds);
   for (const target of sides) await drive(target, subscribers, rate, { from: -warm, to: 0 }, []);
-  const appendTimes: [number[], number[]] = [[], []];
-  const sentMs = [0, 0];
+  const appendTimes = sides.map((): number[] => []);
+  const sentMs = sides.map(() => 0);
   for (let from = 0; from < total; from += perSlice) {
     const to = Math.min(total, from + perSlice);
     for (const [k, target] of sides.entries()) {
       sentMs[k]! += await drive(target, subscribers, rate, { from, to }, appendTimes[k]!);
     }
   }
-  const [service, floor] = await Promise.all(
+  return Promise.all(
     sides.map((_, k) =>
       collect(children[k]!, { subscribers, rate, total, sentMs: sentMs[k]!, appendTimes: appendTimes[k]! }),
     ),
   );
-  return { service: service!, floor: floor! };
 }
