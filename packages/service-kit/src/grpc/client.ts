@@ -110,6 +110,12 @@ export function isGrpcTarget(target: string): boolean {
   return HOST_PORT.test(target) && /:\d{1,5}$/.test(target);
 }
 
+/**
+ * The receive window of a kit client's connection and streams: 4 MiB, what one connection may
+ * hold unread across all its streams (grpc-java opens 1 MiB, grpc-go's estimator grows to 16).
+ */
+export const FLOW_CONTROL_WINDOW = 4 * 1024 * 1024;
+
 /** Dialing settings of internal clients (keepalive, retry budget); the defaults suit a cluster. */
 export interface DialOptions {
   /** Interval of keepalive pings on an open connection (ms). */
@@ -152,6 +158,10 @@ function dialOptions(service: DescService, options: DialOptions = {}): grpc.Chan
     "grpc.keepalive_permit_without_calls": 1,
     // Re-resolve DNS at most this often (ms) when a connection drops, so new pods are found soon.
     "grpc.dns_min_time_between_resolutions_ms": 5_000,
+    // HTTP/2 receive window of the connection and of each stream (default 64 KiB). Every stream
+    // of a client shares one connection: at the default, a fan-out of 1,000 streams waited on
+    // window updates with both processes half idle. See FLOW_CONTROL_WINDOW.
+    "grpc-node.flow_control_window": FLOW_CONTROL_WINDOW,
   };
 }
 
