@@ -21,6 +21,14 @@ export interface CallContext {
   abort(reason?: unknown): void;
   /** The authenticated caller; throws UNAUTHENTICATED when the call carries no valid credential. */
   principal(): Promise<Principal>;
+  /**
+   * Streaming calls: writes one response at once, outside the handler's iterator. Only for a
+   * handler whose iterator is parked in an await (not at a yield), so that the response follows
+   * every one it yielded: a fan-out hands a live stream's message to the call without resuming
+   * the iterator. Returns false, writing nothing, when the client has not drained what was
+   * written or the call ended: the handler then yields the response as usual.
+   */
+  readonly sendNow?: ((response: unknown) => boolean) | undefined;
 }
 
 type Init<O extends DescMessage> = MessageInitShape<O>;

@@ -142,6 +142,8 @@ export class GrpcHost {
     call: AnyCall,
     method: string,
     observed: { service: string; name: string; kind: string },
+    /** A streaming call's response type: the context can `sendNow`. */
+    output?: DescMessage,
   ): { ctx: CallContext; observation: CallObservation | undefined; done: () => void } {
     const controller = new AbortController();
     this.#open.add(controller);
@@ -180,6 +182,7 @@ export class GrpcHost {
         );
         return principal;
       },
+      sendNow: output ? sendNow(call as unknown as WritableCall, output, observation) : undefined,
     };
     const responseMetadata = new grpc.Metadata();
     responseMetadata.set(REQUEST_ID_HEADER, requestId);
@@ -247,7 +250,7 @@ export class GrpcHost {
       default: {
         const bidi = kind === "bidi_streaming";
         return (call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>) => {
-          const { ctx, observation, done } = this.#context(call, method, observed);
+          const { ctx, observation, done } = this.#context(call, method, observed, output);
           const source = bidi
             ? requestsOf(call as grpc.ServerDuplexStream<unknown, unknown>)
             : (call as grpc.ServerWritableStream<unknown, unknown>).request;
@@ -300,6 +303,8 @@ function requestsOf(call: grpc.ServerReadableStream<unknown, unknown> | grpc.Ser
 /** The grpc-js server stream as `pump` uses it: a Writable in object mode over the call's message sender. */
 type WritableCall = NodeJS.EventEmitter & {
   readonly cancelled: boolean;
+  readonly writable: boolean;
+  readonly writableNeedDrain: boolean;
   write(message: unknown): boolean;
   /** grpc-js' own call (serializes and writes one message to the HTTP/2 stream). */
   readonly call?: { sendMessage?(message: unknown, callback: () => void): void };
@@ -323,6 +328,16 @@ function coalesceWrites(call: WritableCall): void {
     };
     // Like grpc-js' `_write`: a cancelled call or a failed write calls nothing back (the call ends).
     for (const { chunk } of chunks) sender.sendMessage?.(chunk, done);
+  };
+}
+
+/** `CallContext.sendNow` of a streaming call: writes unless the call ended or waits for the client to drain. */
+function sendNow(call: WritableCall, output: DescMessage, observation: CallObservation | undefined) {
+  return (response: unknown): boolean => {
+    if (call.cancelled || !call.writable || call.writableNeedDrain) return false;
+    call.write(create(output, response as never));
+    observation?.sent();
+    return true;
   };
 }
 

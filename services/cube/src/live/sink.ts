@@ -38,6 +38,8 @@ export class StreamSink implements ActivityListener {
   needCatchUp = false;
   terminal: Event | undefined;
   readonly queue: Event[] = [];
+  /** Writes an event to the call now (kit `CallContext.sendNow`); false when it must be queued. */
+  sendNow: ((event: Event) => boolean) | undefined;
   #wake: (() => void) | undefined;
   #nextCheck = 0;
   #checking = false;
@@ -89,10 +91,13 @@ export class StreamSink implements ActivityListener {
         break;
       }
       this.last = row.position;
-      if (visibleTo(this.viewer, row)) this.queue.push(event);
+      if (!visibleTo(this.viewer, row)) continue;
+      // The stream body is parked with nothing queued: write at once instead of resuming it.
+      if (this.queue.length === 0 && this.#wake && this.sendNow?.(event)) continue;
+      this.queue.push(event);
     }
     if (Date.now() > this.#nextCheck) this.#periodicCheck();
-    this.signal();
+    if (this.queue.length > 0 || this.needCatchUp) this.signal();
   }
 
   /**

@@ -74,6 +74,14 @@ export function subscribeActivity(
       return event;
     };
     heartbeat.unref();
+    // A live stream's events go to the call at once, without resuming this body (kit `sendNow`).
+    const sendNow = ctx.sendNow;
+    if (sendNow)
+      sink.sendNow = (event) => {
+        if (!sendNow(event)) return false;
+        sent(event);
+        return true;
+      };
     try {
       await feed.attach(cubeId, sink);
       for await (const event of catchUp(deps, sink)) yield sent(event);
