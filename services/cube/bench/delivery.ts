@@ -4,6 +4,7 @@
 // in alternating slices, so that both see the same machine (as presence's churn does).
 import { spawn } from "node:child_process";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const nowMs = () => performance.now();
@@ -29,6 +30,11 @@ export interface Delivery {
   readonly appendTimes: number[];
   /** Deliveries that never arrived (with `duplicates`, the run fails). */
   readonly missing: number;
+  /**
+   * CPU of the bench's process (the service and the floor's server, and the appends' client) per
+   * timed delivery, from each slice's first append until its deliveries were all in.
+   */
+  readonly cpuUsPerDelivery: number;
 }
 
 /** What a delivery run needs: the cube its readers read and one reader token per 10 streams. */
@@ -46,23 +52,44 @@ function subscriberProcess(job: { address: string; cubeId: string; tokens: strin
     env: { ...process.env, BENCH_JOB: JSON.stringify(job) },
     stdio: ["pipe", "pipe", "inherit"],
   });
-  let out = "";
-  child.stdout.on("data", (chunk: Buffer) => {
-    out += chunk.toString();
+  // Each line the child prints resolves the first waiter whose line it is (READY, UPTO n, the result).
+  const lines: string[] = [];
+  const waiters: { match: (line: string) => boolean; resolve: (line: string) => void }[] = [];
+  const settle = () => {
+    for (const [k, line] of lines.entries()) {
+      const w = waiters.findIndex((waiter) => waiter.match(line));
+      if (w < 0) continue;
+      lines.splice(k, 1);
+      waiters.splice(w, 1)[0]?.resolve(line);
+      return settle();
+    }
+  };
+  createInterface({ input: child.stdout }).on("line", (line) => {
+    lines.push(line);
+    settle();
   });
   const exited = new Promise<number>((resolve) => child.on("close", (code) => resolve(code ?? 1)));
-  const ready = new Promise<void>((resolve, reject) => {
-    const check = () => (out.includes("READY\n") ? resolve() : setTimeout(check, 10));
-    check();
-    void exited.then((code) => reject(new Error(`subscriber process exited ${code} before ready`)));
-  });
+  const next = (match: (line: string) => boolean) =>
+    Promise.race([
+      new Promise<string>((resolve) => {
+        waiters.push({ match, resolve });
+        settle();
+      }),
+      exited.then((code) => Promise.reject(new Error(`subscriber process exited ${code}`))),
+    ]);
   return {
-    ready,
-    async finish(prefix: string, total: number): Promise<{ latencies: number[]; missing: number; duplicates: number }> {
-      child.stdin.write(`${JSON.stringify({ prefix, total })}\n`);
+    ready: next((line) => line === "READY").then(() => undefined),
+    /** Resolves once every stream of this process saw `n` timed entries (or the child gave up waiting). */
+    async upto(n: number): Promise<void> {
+      child.stdin.write(`${JSON.stringify({ upto: n })}\n`);
+      await next((line) => line === `UPTO ${n}`);
+    },
+    async finish(total: number): Promise<{ latencies: number[]; missing: number; duplicates: number }> {
+      child.stdin.write(`${JSON.stringify({ total })}\n`);
+      const result = await next((line) => line.startsWith("{"));
       const code = await exited;
       if (code !== 0) throw new Error(`subscriber process exited ${code}`);
-      return JSON.parse(out.trim().split("\n").at(-1) ?? "{}");
+      return JSON.parse(result);
     },
   };
 }
@@ -107,10 +134,10 @@ async function drive(
 /** Tells the subscribers the appends are done and gathers what each stream saw. */
 async function collect(
   children: Awaited<ReturnType<typeof subscribe>>,
-  figure: { subscribers: number; rate: number; total: number; sentMs: number; appendTimes: number[] },
+  figure: { subscribers: number; rate: number; total: number; sentMs: number; appendTimes: number[]; cpuUs: number },
 ): Promise<Delivery> {
-  const { subscribers, rate, total, sentMs, appendTimes } = figure;
-  const results = await Promise.all(children.map((c) => c.finish(`latency@${subscribers}.`, total)));
+  const { subscribers, rate, total, sentMs, appendTimes, cpuUs } = figure;
+  const results = await Promise.all(children.map((c) => c.finish(total)));
   const latencies = results.flatMap((r) => r.latencies).sort((a, b) => a - b);
   const missing = results.reduce((n, r) => n + r.missing, 0);
   const duplicates = results.reduce((n, r) => n + r.duplicates, 0);
@@ -125,6 +152,7 @@ async function collect(
     latencies,
     appendTimes,
     missing,
+    cpuUsPerDelivery: cpuUs / Math.max(1, total * subscribers),
   };
 }
 
@@ -171,15 +199,28 @@ async function slicedLatencyAt(
   for (const target of sides) await drive(target, subscribers, rate, { from: -warm, to: 0 }, []);
   const appendTimes = sides.map((): number[] => []);
   const sentMs = sides.map(() => 0);
+  const cpuUs = sides.map(() => 0);
   for (let from = 0; from < total; from += perSlice) {
     const to = Math.min(total, from + perSlice);
     for (const [k, target] of sides.entries()) {
+      const cpu = process.cpuUsage();
       sentMs[k]! += await drive(target, subscribers, rate, { from, to }, appendTimes[k]!);
+      // The slice's deliveries are all in before the other side starts: no backlog crosses over.
+      await Promise.all(children[k]!.map((child) => child.upto(to)));
+      const used = process.cpuUsage(cpu);
+      cpuUs[k]! += used.user + used.system;
     }
   }
   return Promise.all(
     sides.map((_, k) =>
-      collect(children[k]!, { subscribers, rate, total, sentMs: sentMs[k]!, appendTimes: appendTimes[k]! }),
+      collect(children[k]!, {
+        subscribers,
+        rate,
+        total,
+        sentMs: sentMs[k]!,
+        appendTimes: appendTimes[k]!,
+        cpuUs: cpuUs[k]!,
+      }),
     ),
   );
 }

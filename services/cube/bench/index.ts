@@ -51,10 +51,10 @@ const POOL = 10; // the service's pool size (kit default); the floor gets the sa
 const STREAMS_PER_CLIENT = 10; // MAX_STREAMS_PER_CREDENTIAL
 /**
  * Curve points up to this many subscribers run the service and the floor in `BENCH_SLICES`
- * alternating slices (`delivery.ts` pairedLatencyAt); larger ones, whose deliveries back up for
- * seconds, run one after the other.
+ * alternating slices (`delivery.ts` pairedLatencyAt), each slice's deliveries all in before the
+ * other side's starts; larger ones run one after the other.
  */
-const PAIRED_UP_TO = 100;
+const PAIRED_UP_TO = 1000;
 const SLICES = Math.max(1, Number(process.env.BENCH_SLICES ?? 10));
 /**
  * Those points run twice `SECONDS` a side: at 50 appends/s a stall of the shared host (~100 ms,
@@ -64,7 +64,8 @@ const SLICES = Math.max(1, Number(process.env.BENCH_SLICES ?? 10));
 const PAIRED_SECONDS = 2 * SECONDS;
 /**
  * `BENCH_ONLY=append`: only the append figures (for `node --cpu-prof`); `rpc`: append and GetCube;
- * `delivery`: the 100-subscriber target point; `retention`: only the retention round (bench/retention.ts).
+ * `delivery`: the 100-subscriber target point; `curve`: only the fan-out curve (`BENCH_SUBSCRIBERS`);
+ * `retention`: only the retention round (bench/retention.ts).
  */
 const ONLY = process.env.BENCH_ONLY;
 
@@ -224,6 +225,23 @@ async function main() {
       await fanOut.stop();
     });
 
+    /** One point of the fan-out curve: the service and its floor at `n` subscribers, CURVE_RATE appends/s. */
+    const curvePoint = async (n: number) => {
+      if (n > PAIRED_UP_TO) {
+        return { service: await latencyAt(n, CURVE_RATE), floor: await latencyAt(n, CURVE_RATE, floorTarget) };
+      }
+      // Service and floor in alternating slices: both see the same machine.
+      const figures = await pairedLatencyAt(
+        { ...job, seconds: PAIRED_SECONDS },
+        n,
+        CURVE_RATE,
+        { service: direct, floor: floorTarget },
+        SLICES,
+      );
+      for (const f of [figures.service, figures.floor]) noteFaults(f);
+      return figures;
+    };
+
     if (ONLY === "delivery") {
       // Only the target point (for `node --cpu-prof` of the fan-out).
       const target = await latencyAt(100, TARGET_RATE);
@@ -234,6 +252,21 @@ async function main() {
       bench("cube.delivery.held_per_s.s100", target.offered, "1/s");
       bench("cube.delivery.floor_p99_ms.s100", pct(targetFloor.latencies, 99), "ms");
       bench("cube.delivery.floor_held_per_s.s100", targetFloor.offered, "1/s");
+      bench("cube.delivery.exactly_once", failed ? 0 : 1, "bool");
+      return;
+    }
+
+    if (ONLY === "curve") {
+      process.stdout.write(`cube bench (curve only): ${SECONDS} s a point, load ${loadAverage()}\n`);
+      for (const n of CURVE) {
+        const figure = await curvePoint(n);
+        const floorP99 = pct(figure.floor.latencies, 99);
+        bench(`cube.fanout.p99_ms.s${n}`, pct(figure.service.latencies, 99), "ms");
+        bench(`cube.fanout.floor_p99_ms.s${n}`, floorP99, "ms");
+        bench(`cube.fanout.p99_floor_ratio.s${n}`, pct(figure.service.latencies, 99) / floorP99, "ratio");
+        bench(`cube.fanout.cpu_us.s${n}`, figure.service.cpuUsPerDelivery, "us");
+        bench(`cube.fanout.floor_cpu_us.s${n}`, figure.floor.cpuUsPerDelivery, "us");
+      }
       bench("cube.delivery.exactly_once", failed ? 0 : 1, "bool");
       return;
     }
@@ -298,22 +331,9 @@ async function main() {
     const curve: Awaited<ReturnType<typeof latencyAt>>[] = [];
     const curveFloor: Awaited<ReturnType<typeof latencyAt>>[] = [];
     for (const n of CURVE) {
-      if (n <= PAIRED_UP_TO) {
-        // Service and floor in alternating slices: both see the same machine.
-        const { service: figure, floor: floorFigure } = await pairedLatencyAt(
-          { ...job, seconds: PAIRED_SECONDS },
-          n,
-          CURVE_RATE,
-          { service: direct, floor: floorTarget },
-          SLICES,
-        );
-        for (const f of [figure, floorFigure]) noteFaults(f);
-        curve.push(figure);
-        curveFloor.push(floorFigure);
-      } else {
-        curve.push(await latencyAt(n, CURVE_RATE));
-        curveFloor.push(await latencyAt(n, CURVE_RATE, floorTarget));
-      }
+      const { service: figure, floor: floorFigure } = await curvePoint(n);
+      curve.push(figure);
+      curveFloor.push(floorFigure);
     }
     const target = await latencyAt(100, TARGET_RATE);
     const targetFloor = await latencyAt(100, TARGET_RATE, floorTarget);
@@ -373,6 +393,8 @@ async function main() {
       bench(`cube.fanout.floor_p99_ms.s${c.subscribers}`, floorP99, "ms");
       // The stable figure issue 31 tracks: the fan-out's p99 over its same-run floor's.
       bench(`cube.fanout.p99_floor_ratio.s${c.subscribers}`, pct(c.latencies, 99) / floorP99, "ratio");
+      bench(`cube.fanout.cpu_us.s${c.subscribers}`, c.cpuUsPerDelivery, "us");
+      bench(`cube.fanout.floor_cpu_us.s${c.subscribers}`, (curveFloor[k] as typeof c).cpuUsPerDelivery, "us");
     });
     bench("cube.delivery.p50_ms.s100", pct(target.latencies, 50), "ms");
     bench("cube.delivery.p99_ms.s100", pct(target.latencies, 99), "ms");

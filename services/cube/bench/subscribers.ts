@@ -1,9 +1,13 @@
 // Subscriber side of the delivery benchmark, in its own process (as presence's watchers are) so that
 // decoding 100 streams' events is not done on the service's event loop: a subscriber is a client,
 // never in the service's process. Reads its job from BENCH_JOB, opens one SubscribeActivity stream
-// per token, prints READY once every stream had its `ready`, then waits for one stdin line
-// `{"prefix": "...", "total": n}`: the appends are done; it waits (≤ 60 s) until every stream saw the
-// n entries of that prefix, lingers 200 ms for a late duplicate, and prints one JSON line.
+// per token, prints READY once every stream had its `ready`, then answers stdin lines:
+//  - `{"upto": n}`: prints `UPTO n` once every stream saw n timed entries (a slice's deliveries are
+//    all in, `delivery.ts` switches sides), or after 60 s;
+//  - `{"total": n}`: the appends are done; it waits (≤ 60 s) until every stream saw the n timed
+//    entries, lingers 200 ms for a late duplicate, and prints one JSON line.
+// Timed entries are `latency@<point>.<i>@<sent wall ms>`; warm-up entries are not counted.
+import { createInterface } from "node:readline";
 import { ActivityService } from "@unimatrix/contracts/unimatrix/cube/v1/activity_service_pb";
 import { createClient } from "@unimatrix/service-kit/grpc";
 
@@ -11,20 +15,19 @@ const job = JSON.parse(process.env.BENCH_JOB ?? "{}") as { address: string; cube
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Wall-clock milliseconds with sub-ms precision, comparable across processes of one machine. */
 const wallMs = () => performance.timeOrigin + performance.now();
+const write = (line: string) => new Promise<void>((resolve) => process.stdout.write(`${line}\n`, () => resolve()));
 
 async function main() {
   const activity = createClient(ActivityService, job.address);
   const latencies: number[] = [];
   let duplicates = 0;
-  let prefix: string | undefined;
   const streams = job.tokens.map((token) => {
     const controller = new AbortController();
     const stream = activity.subscribeActivity(
       { cubeId: job.cubeId },
       { metadata: { authorization: `Bearer ${token}` }, signal: controller.signal },
     );
-    const seen = new Set<string>();
-    const state = { ready: false, seen, controller, done: Promise.resolve() };
+    const state = { ready: false, timed: 0, seen: new Set<number>(), controller, done: Promise.resolve() };
     state.done = (async () => {
       try {
         for await (const event of stream) {
@@ -35,8 +38,10 @@ async function main() {
           const sent = Number(parts[2]);
           if (parts[0] !== "latency" || !Number.isFinite(sent)) continue;
           latencies.push(wallMs() - sent);
-          if (seen.has(text)) duplicates++;
-          seen.add(text);
+          const index = Number(parts[1]?.slice(parts[1].indexOf(".") + 1));
+          if (state.seen.has(index)) duplicates++;
+          else state.timed++;
+          state.seen.add(index);
         }
       } catch {
         // cancelled at the end
@@ -44,23 +49,32 @@ async function main() {
     })();
     return state;
   });
+  /** Resolves once every stream saw `n` timed entries, or after 60 s (the final count tells what is missing). */
+  const upto = async (n: number) => {
+    const deadline = Date.now() + 60_000;
+    while (streams.some((s) => s.timed < n) && Date.now() < deadline) await sleep(2);
+  };
   while (!streams.every((s) => s.ready)) await sleep(10);
-  process.stdout.write("READY\n");
-  const line = await new Promise<string>((resolve) => process.stdin.once("data", (d) => resolve(d.toString())));
-  const order = JSON.parse(line) as { prefix: string; total: number };
-  prefix = order.prefix;
-  const count = (s: (typeof streams)[number]) => [...s.seen].filter((t) => t.startsWith(prefix as string)).length;
-  const deadline = Date.now() + 60_000;
-  while (streams.some((s) => count(s) < order.total) && Date.now() < deadline) await sleep(20);
-  await sleep(200); // a late duplicate would land here
+  await write("READY");
+  let total = 0;
+  for await (const line of createInterface({ input: process.stdin })) {
+    const order = JSON.parse(line) as { upto?: number; total?: number };
+    if (order.upto !== undefined) {
+      await upto(order.upto);
+      await write(`UPTO ${order.upto}`);
+      continue;
+    }
+    total = order.total ?? 0;
+    await upto(total);
+    await sleep(200); // a late duplicate would land here
+    break;
+  }
   for (const s of streams) s.controller.abort();
   await Promise.all(streams.map((s) => s.done));
-  const missing = streams.reduce((n, s) => n + (order.total - count(s)), 0);
+  const missing = streams.reduce((n, s) => n + Math.max(0, total - s.timed), 0);
   activity.close();
   // Pipes are asynchronous: exit once the line is flushed.
-  await new Promise<void>((resolve) =>
-    process.stdout.write(`${JSON.stringify({ latencies, missing, duplicates })}\n`, () => resolve()),
-  );
+  await write(JSON.stringify({ latencies, missing, duplicates }));
 }
 
 main().then(
