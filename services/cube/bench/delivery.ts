@@ -166,8 +166,8 @@ export async function latencyAt(job: DeliveryJob, subscribers: number, rate: num
  * The service and its floor at one point, driven in `slices` alternating slices of the same
  * length (service, floor, service, …): both see the same machine, where a stall of a shared
  * host in one 5 s window used to decide the ratio (s1's floor p99 257 ms in one run, the
- * service's 109 ms in another). Only where a delivery takes far less than a slice: a backlog
- * carried into the next slice would load the other side.
+ * service's 109 ms in another). A slice ends once its deliveries are all in, so no backlog
+ * loads the other side's slice.
  */
 export async function pairedLatencyAt(
   job: DeliveryJob,
