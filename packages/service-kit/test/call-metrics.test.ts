@@ -1,27 +1,19 @@
 import { create } from "@bufbuild/protobuf";
 import { Int32ValueSchema, StringValueSchema } from "@bufbuild/protobuf/wkt";
-import { type CallContext, createClient, GrpcHost } from "@unimatrix/service-kit/grpc";
-import { silentLogger } from "@unimatrix/service-kit/logger";
-import { callObserver, ServiceMetrics } from "@unimatrix/service-kit/observe";
-import { EchoService } from "./fixtures/echo-service";
+import type { CallContext } from "@unimatrix/service-kit/grpc";
+import { ServiceMetrics } from "@unimatrix/service-kit/observe";
+import { type ObservedEcho, series, startObservedEcho } from "./fixtures/observed-echo";
 
 type Str = { value: string };
 type Num = { value: number };
 
-/** A series' value in the Prometheus text, or undefined when it is not there. */
-function series(text: string, name: string, method: string): number | undefined {
-  const line = text.split("\n").find((l) => l.startsWith(`${name}{`) && l.includes(`grpc_method="${method}"`));
-  return line === undefined ? undefined : Number(line.split(" ").at(-1));
-}
-
 describe("the RED series of a host's calls", () => {
   const metrics = new ServiceMetrics("kit-test");
-  let host: GrpcHost;
-  let client: Record<string, (...args: unknown[]) => never> & { close(): void };
+  let echo: ObservedEcho;
+  let client: ObservedEcho["client"];
 
   beforeAll(async () => {
-    host = new GrpcHost({ logger: silentLogger(), observe: callObserver(metrics, silentLogger()) });
-    host.addService(EchoService, {
+    echo = await startObservedEcho(metrics, {
       async say(request: Str) {
         return { value: request.value };
       },
@@ -31,15 +23,11 @@ describe("the RED series of a host's calls", () => {
       async *chat(requests: AsyncIterable<Str>) {
         for await (const request of requests) yield { value: request.value };
       },
-    } as never);
-    const port = await host.listen("127.0.0.1", 0);
-    client = createClient(EchoService, `127.0.0.1:${port}`) as never;
+    });
+    client = echo.client;
   });
 
-  afterAll(async () => {
-    client.close();
-    await host.shutdown(1_000);
-  });
+  afterAll(() => echo.stop());
 
   const count = async (n: number) => {
     const got: number[] = [];

@@ -3,19 +3,12 @@
 // connection run ahead of their reader.
 import { create } from "@bufbuild/protobuf";
 import { Int32ValueSchema, StringValueSchema } from "@bufbuild/protobuf/wkt";
-import { type CallContext, createClient, FLOW_CONTROL_WINDOW, GrpcHost } from "@unimatrix/service-kit/grpc";
-import { silentLogger } from "@unimatrix/service-kit/logger";
-import { callObserver, ServiceMetrics } from "@unimatrix/service-kit/observe";
-import { EchoService } from "./fixtures/echo-service";
+import { type CallContext, FLOW_CONTROL_WINDOW } from "@unimatrix/service-kit/grpc";
+import { ServiceMetrics } from "@unimatrix/service-kit/observe";
+import { type ObservedEcho, series, startObservedEcho } from "./fixtures/observed-echo";
 
 type Str = { value: string };
 type Num = { value: number };
-
-/** A series' value in the Prometheus text, or undefined when it is not there. */
-function series(text: string, name: string, method: string): number | undefined {
-  const line = text.split("\n").find((l) => l.startsWith(`${name}{`) && l.includes(`grpc_method="${method}"`));
-  return line === undefined ? undefined : Number(line.split(" ").at(-1));
-}
 
 const CHUNK = 16 * 1024;
 /** Responses a Pour call writes: 1 MiB, sixteen times HTTP/2's default window of 64 KiB. */
@@ -23,8 +16,8 @@ const POURED = 64;
 
 describe("stream writes", () => {
   const metrics = new ServiceMetrics("kit-stream-test");
-  let host: GrpcHost;
-  let client: Record<string, (...args: unknown[]) => never> & { close(): void };
+  let echo: ObservedEcho;
+  let client: ObservedEcho["client"];
   /** How many responses each Count call wrote with `sendNow` before it was refused. */
   const writtenNow: number[] = [];
   let poured: () => void;
@@ -33,8 +26,7 @@ describe("stream writes", () => {
   });
 
   beforeAll(async () => {
-    host = new GrpcHost({ logger: silentLogger(), observe: callObserver(metrics, silentLogger()) });
-    host.addService(EchoService, {
+    echo = await startObservedEcho(metrics, {
       async say(_request: Str, ctx: CallContext) {
         return { value: `sendNow: ${typeof ctx.sendNow}` };
       },
@@ -49,15 +41,11 @@ describe("stream writes", () => {
         for (let i = 0; i < POURED; i++) yield { value: "x".repeat(CHUNK) };
         poured();
       },
-    } as never);
-    const port = await host.listen("127.0.0.1", 0);
-    client = createClient(EchoService, `127.0.0.1:${port}`) as never;
+    });
+    client = echo.client;
   });
 
-  afterAll(async () => {
-    client.close();
-    await host.shutdown(1_000);
-  });
+  afterAll(() => echo.stop());
 
   it("writes a response at once between two the iterator yields, and refuses once the client has not drained", async () => {
     const got: number[] = [];

@@ -52,41 +52,24 @@ function subscriberProcess(job: { address: string; cubeId: string; tokens: strin
     env: { ...process.env, BENCH_JOB: JSON.stringify(job) },
     stdio: ["pipe", "pipe", "inherit"],
   });
-  // Each line the child prints resolves the first waiter whose line it is (READY, UPTO n, the result).
-  const lines: string[] = [];
-  const waiters: { match: (line: string) => boolean; resolve: (line: string) => void }[] = [];
-  const settle = () => {
-    for (const [k, line] of lines.entries()) {
-      const w = waiters.findIndex((waiter) => waiter.match(line));
-      if (w < 0) continue;
-      lines.splice(k, 1);
-      waiters.splice(w, 1)[0]?.resolve(line);
-      return settle();
-    }
-  };
-  createInterface({ input: child.stdout }).on("line", (line) => {
-    lines.push(line);
-    settle();
-  });
+  // The child answers each request with one line, in order (READY first): read them one by one.
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const exited = new Promise<number>((resolve) => child.on("close", (code) => resolve(code ?? 1)));
-  const next = (match: (line: string) => boolean) =>
-    Promise.race([
-      new Promise<string>((resolve) => {
-        waiters.push({ match, resolve });
-        settle();
-      }),
-      exited.then((code) => Promise.reject(new Error(`subscriber process exited ${code}`))),
-    ]);
+  const answer = async (expected: (line: string) => boolean): Promise<string> => {
+    const next = await lines.next();
+    if (next.done || !expected(next.value)) throw new Error(`subscriber process answered ${next.value ?? "nothing"}`);
+    return next.value;
+  };
   return {
-    ready: next((line) => line === "READY").then(() => undefined),
+    ready: answer((line) => line === "READY").then(() => undefined),
     /** Resolves once every stream of this process saw `n` timed entries (or the child gave up waiting). */
     async upto(n: number): Promise<void> {
       child.stdin.write(`${JSON.stringify({ upto: n })}\n`);
-      await next((line) => line === `UPTO ${n}`);
+      await answer((line) => line === `UPTO ${n}`);
     },
     async finish(total: number): Promise<{ latencies: number[]; missing: number; duplicates: number }> {
       child.stdin.write(`${JSON.stringify({ total })}\n`);
-      const result = await next((line) => line.startsWith("{"));
+      const result = await answer((line) => line.startsWith("{"));
       const code = await exited;
       if (code !== 0) throw new Error(`subscriber process exited ${code}`);
       return JSON.parse(result);

@@ -88,6 +88,19 @@ const APPEND_SQL = `
 
 let failed = false;
 
+/** The BENCH lines of one fan-out curve point: the service's delivery figure beside its floor's. */
+function curveLines(service: Delivery, floor: Delivery): void {
+  const n = service.subscribers;
+  bench(`cube.fanout.p50_ms.s${n}`, pct(service.latencies, 50), "ms");
+  bench(`cube.fanout.p99_ms.s${n}`, pct(service.latencies, 99), "ms");
+  const floorP99 = pct(floor.latencies, 99);
+  bench(`cube.fanout.floor_p99_ms.s${n}`, floorP99, "ms");
+  // The stable figure issue 31 tracks: the fan-out's p99 over its same-run floor's.
+  bench(`cube.fanout.p99_floor_ratio.s${n}`, pct(service.latencies, 99) / floorP99, "ratio");
+  bench(`cube.fanout.cpu_us.s${n}`, service.cpuUsPerDelivery, "us");
+  bench(`cube.fanout.floor_cpu_us.s${n}`, floor.cpuUsPerDelivery, "us");
+}
+
 /** A missing or duplicated delivery fails the run. */
 function noteFaults(figure: Delivery): void {
   if (figure.missing === 0 && figure.duplicates === 0) return;
@@ -260,12 +273,7 @@ async function main() {
       process.stdout.write(`cube bench (curve only): ${SECONDS} s a point, load ${loadAverage()}\n`);
       for (const n of CURVE) {
         const figure = await curvePoint(n);
-        const floorP99 = pct(figure.floor.latencies, 99);
-        bench(`cube.fanout.p99_ms.s${n}`, pct(figure.service.latencies, 99), "ms");
-        bench(`cube.fanout.floor_p99_ms.s${n}`, floorP99, "ms");
-        bench(`cube.fanout.p99_floor_ratio.s${n}`, pct(figure.service.latencies, 99) / floorP99, "ratio");
-        bench(`cube.fanout.cpu_us.s${n}`, figure.service.cpuUsPerDelivery, "us");
-        bench(`cube.fanout.floor_cpu_us.s${n}`, figure.floor.cpuUsPerDelivery, "us");
+        curveLines(figure.service, figure.floor);
       }
       bench("cube.delivery.exactly_once", failed ? 0 : 1, "bool");
       return;
@@ -386,16 +394,7 @@ async function main() {
     bench("cube.getcube.p50_ms", pct(get.latencies, 50), "ms");
     bench("cube.getcube.floor_per_s", getFloor.perSecond, "1/s");
     bench("cube.getcube.floor_share", get.perSecond / getFloor.perSecond, "ratio");
-    curve.forEach((c, k) => {
-      bench(`cube.fanout.p50_ms.s${c.subscribers}`, pct(c.latencies, 50), "ms");
-      bench(`cube.fanout.p99_ms.s${c.subscribers}`, pct(c.latencies, 99), "ms");
-      const floorP99 = pct((curveFloor[k] as typeof c).latencies, 99);
-      bench(`cube.fanout.floor_p99_ms.s${c.subscribers}`, floorP99, "ms");
-      // The stable figure issue 31 tracks: the fan-out's p99 over its same-run floor's.
-      bench(`cube.fanout.p99_floor_ratio.s${c.subscribers}`, pct(c.latencies, 99) / floorP99, "ratio");
-      bench(`cube.fanout.cpu_us.s${c.subscribers}`, c.cpuUsPerDelivery, "us");
-      bench(`cube.fanout.floor_cpu_us.s${c.subscribers}`, (curveFloor[k] as typeof c).cpuUsPerDelivery, "us");
-    });
+    curve.forEach((c, k) => curveLines(c, curveFloor[k] as typeof c));
     bench("cube.delivery.p50_ms.s100", pct(target.latencies, 50), "ms");
     bench("cube.delivery.p99_ms.s100", pct(target.latencies, 99), "ms");
     bench("cube.delivery.held_per_s.s100", target.offered, "1/s");
