@@ -394,7 +394,7 @@ async function main() {
     bench("cube.getcube.p50_ms", pct(get.latencies, 50), "ms");
     bench("cube.getcube.floor_per_s", getFloor.perSecond, "1/s");
     bench("cube.getcube.floor_share", get.perSecond / getFloor.perSecond, "ratio");
-    curve.forEach((c, k) => curveLines(c, curveFloor[k] as typeof c));
+    for (const [k, c] of curve.entries()) curveLines(c, curveFloor[k] as typeof c);
     bench("cube.delivery.p50_ms.s100", pct(target.latencies, 50), "ms");
     bench("cube.delivery.p99_ms.s100", pct(target.latencies, 99), "ms");
     bench("cube.delivery.held_per_s.s100", target.offered, "1/s");
