@@ -290,6 +290,21 @@ describe("ops: each write path returns its result and the effects to publish aft
     expect(next.result.after).toBe(page.result.last);
   });
 
+  test("read-unread: reads of one drone at the same time return every item once, in order, whichever read moves the inbox", async () => {
+    const w = await world();
+    const sent = Array.from({ length: 24 }, (_, i) => `m${i}`);
+    for (const message of sent) await appendEntry(deps, w.a.principal, w.cubeId, broadcast(message));
+    const pages = await Promise.all(Array.from({ length: 8 }, () => readUnread(deps, w.b.principal, w.cubeId, 3)));
+    // Another round for what the first left (a read that lost every try took the locked path).
+    const rest = await readUnread(deps, w.b.principal, w.cubeId, 100);
+    const pageTexts = pages.map((p) => p.result.items.map((i) => i.row.message ?? ""));
+    const got = [...pageTexts.flat(), ...rest.result.items.map((i) => i.row.message ?? "")];
+    expect(got.sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)))).toEqual(sent);
+    for (const texts of pageTexts)
+      expect(texts).toEqual([...texts].sort((a, b) => Number(a.slice(1)) - Number(b.slice(1))));
+    expect((await readUnread(deps, w.b.principal, w.cubeId, 100)).result.items).toEqual([]);
+  });
+
   test("read-unread confirm_through: a peek's cursor moves the inbox to it and delivers (hook) what lay before it, never backwards; a cursor ahead is INVALID_ARGUMENT", async () => {
     const w = await world();
     const direct = (message: string) =>

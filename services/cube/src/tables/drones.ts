@@ -128,6 +128,24 @@ export async function lockInbox(tx: RawQuery, droneId: string): Promise<bigint> 
   return BigInt(drone?.inbox_position ?? 0);
 }
 
+/** A drone's inbox position as it stands, without a lock (0 when unknown). */
+export async function inboxOf(db: RawQuery, droneId: string): Promise<bigint> {
+  const [drone] = await db.$queryRaw<{ inbox_position: bigint | string }[]>`
+    SELECT inbox_position FROM drones WHERE id = ${droneId}::uuid`;
+  return BigInt(drone?.inbox_position ?? 0);
+}
+
+/**
+ * Moves a drone's inbox position from `from` to `to`, unless another read moved it since `from`
+ * was read (then nothing changes and the answer is false).
+ */
+export async function moveInbox(db: RawQuery, droneId: string, from: bigint, to: bigint): Promise<boolean> {
+  const moved = await db.$queryRaw<unknown[]>`
+    UPDATE drones SET inbox_position = ${String(to)}::bigint
+    WHERE id = ${droneId}::uuid AND inbox_position = ${String(from)}::bigint RETURNING 1`;
+  return moved.length === 1;
+}
+
 /** Moves a drone's inbox position. */
 export async function advanceInbox(tx: Tx, droneId: string, position: bigint): Promise<void> {
   await tx.drone.update({ where: { id: droneId }, data: { inboxPosition: position } });
