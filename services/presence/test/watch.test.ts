@@ -246,6 +246,39 @@ describe("watch", () => {
     expect(beat?.event.case === "heartbeat" && beat.event.value.at).toBeDefined();
   });
 
+  test("a live watcher that stops reading for a while, then reads on, gets every transition once and in order", async () => {
+    // Live transitions go to the call at once while the stream body waits; once the client stops
+    // reading and the call stops draining they queue behind it. Both kinds, interleaved, in order.
+    const beating = await world.start({ watchHeartbeatMs: 200 });
+    const client = world.machines(beating, { "grpc-node.flow_control_window": 8192 });
+    const { user } = newTenant();
+    const names = Array.from({ length: 40 }, (_, i) => `${"y".repeat(190)}-${String(i).padStart(3, "0")}`);
+    const m = await register(user, names);
+    const stream = client.watchMachines({}, as(user));
+    const cursors: bigint[] = [];
+    let ready = false;
+    let beatsAfter = 0;
+    stream.on("data", (event: WatchMachinesResponse) => {
+      const e = event.event;
+      if (e.case === "machineReady") ready = true;
+      if (e.case === "machineLinked" || e.case === "machineUnlinked") cursors.push(BigInt(e.value.cursor));
+      if (e.case === "heartbeat" && cursors.length === 80) beatsAfter += 1;
+    });
+    await eventually(() => ready, "ready");
+    const tokens = names.map((n) => m.get(n)?.token ?? "");
+    const first = await linkAll(tokens.slice(0, 20));
+    await eventually(() => cursors.length === 20, "the first links, read as they come");
+    stream.pause();
+    const second = await linkAll(tokens.slice(20));
+    await closeAll([...first, ...second]);
+    stream.resume();
+    await eventually(() => beatsAfter > 0, "a heartbeat after all 80 transitions", 20_000);
+    expect(cursors).toHaveLength(80);
+    expect(cursors.every((c, i) => i === 0 || c > (cursors[i - 1] as bigint))).toBe(true);
+    stream.on("error", () => {}); // CANCELLED, asked for
+    stream.cancel();
+  });
+
   test("a consumer that stops reading is cut with RESOURCE_EXHAUSTED once it is too far behind", async () => {
     const slow = await world.start({ watchMaxLagBytes: 4096 });
     // A small HTTP/2 stream window, so the transport stops absorbing events early.

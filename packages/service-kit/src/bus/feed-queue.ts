@@ -21,6 +21,11 @@ export class FeedQueue<Item> implements FeedListener<Item> {
 
   constructor(private readonly options: FeedQueueOptions<Item> = {}) {}
 
+  /** True while the consumer waits in `wait` with nothing queued (a push would wake it). */
+  get parked(): boolean {
+    return this.#wake !== undefined;
+  }
+
   /** True once the feed cut this queue for lagging. */
   get isCut(): boolean {
     return this.#cut;

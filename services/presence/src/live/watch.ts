@@ -53,10 +53,36 @@ export function watchStreamLimiter(max: number, counter?: StreamCounter): Stream
   return new StreamLimiter({ max, what: "WatchMachines streams", ...(counter ? { counter } : {}) });
 }
 
-/** A watcher's queue on the feed; a cut also aborts the call, so a write waiting on a stalled consumer gives up. */
+/**
+ * A watcher's queue on the feed; a cut also aborts the call, so a write waiting on a stalled
+ * consumer gives up. Once the stream is live (`sendNow` set), transitions that find the body
+ * parked with nothing queued are written to the call at once instead of resuming it; anything
+ * the body must look at first (a revocation count, a write the client has not drained) is queued.
+ */
 class WatchQueue extends FeedQueue<WatchItem> {
+  /** The last sequence number sent: the body and the direct writes both move it. */
+  cursor = 0n;
+  sendNow: ((message: WatchEvent) => boolean) | undefined;
+
   constructor(private readonly onCut: () => void) {
     super({ sizeOf: itemSize });
+  }
+
+  override push(items: readonly WatchItem[]): void {
+    const send = this.sendNow;
+    if (!send || !this.parked || this.isCut || items.some((item) => item.kind !== "event")) {
+      super.push(items);
+      return;
+    }
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i] as WatchItem & { kind: "event" };
+      if (item.event.seq <= this.cursor) continue;
+      if (!send(item.message)) {
+        super.push(items.slice(i));
+        return;
+      }
+      this.cursor = item.event.seq;
+    }
   }
 
   override cut(): void {
@@ -105,31 +131,32 @@ export async function* watchStream(
     }, deps.heartbeatMs);
 
     // 1. Where to start: a snapshot, or the given cursor if it can be resumed.
-    let cursor: bigint;
     let revocations: bigint;
     const resumable = after !== null ? await deps.logs.state(tenantId) : null;
     const start = watchStart(after, resumable ?? { floor: 0n, head: 0n });
     if (!start.snapshot && resumable) {
-      cursor = start.cursor;
+      queue.cursor = start.cursor;
       revocations = resumable.revocations;
     } else {
       const snapshot = await deps.logs.snapshot(tenantId);
       yield snapshotEvent(snapshot.head, start.snapshot && start.reset, snapshot.items);
-      cursor = snapshot.head;
+      queue.cursor = snapshot.head;
       revocations = snapshot.revocations;
     }
 
     // 2. Backlog from the database in sequence order, in pages, up to what is committed now; then ready.
     for (;;) {
-      const page = await deps.logs.page(tenantId, cursor, PAGE);
+      const page = await deps.logs.page(tenantId, queue.cursor, PAGE);
       for (const event of page.events) {
         if (queue.isCut) throw tooSlow();
         yield transitionEvent(event);
-        cursor = event.seq;
+        queue.cursor = event.seq;
       }
       if (page.events.length < PAGE) break;
     }
-    yield readyEvent(cursor);
+    yield readyEvent(queue.cursor);
+    // From here the feed's transitions may go to the call directly while this body waits.
+    queue.sendNow = ctx.sendNow;
 
     // 3. Live: what the feed pushed (events already sent are skipped), a heartbeat on every tick.
     for (;;) {
@@ -138,7 +165,7 @@ export async function* watchStream(
       if (queue.isCut) throw tooSlow();
       if (ctx.signal.aborted) {
         // The replica drained and is stopping: the typed "reconnect with your cursor".
-        if (isShutdown(ctx.signal)) yield goingAwayEvent(cursor);
+        if (isShutdown(ctx.signal)) yield goingAwayEvent(queue.cursor);
         return;
       }
       const items = queue.take();
@@ -158,10 +185,10 @@ export async function* watchStream(
       }
       if (tick) yield watchHeartbeat(deps.now());
       for (const item of items) {
-        if (item.kind !== "event" || item.event.seq <= cursor) continue;
+        if (item.kind !== "event" || item.event.seq <= queue.cursor) continue;
         if (queue.isCut) throw tooSlow();
         yield item.message;
-        cursor = item.event.seq;
+        queue.cursor = item.event.seq;
       }
     }
   } finally {
