@@ -21,7 +21,7 @@ import { PlacementService } from "@unimatrix/contracts/unimatrix/device/v1/place
 import { DevicePlatform } from "@unimatrix/contracts/unimatrix/device/v1/types_pb";
 import { type Principal, signPrincipal } from "@unimatrix/service-kit/auth";
 import { commonEnv, readConfig } from "@unimatrix/service-kit/config";
-import { CHANNELZ_OFF, createClient } from "@unimatrix/service-kit/grpc";
+import { createClient } from "@unimatrix/service-kit/grpc";
 import { bench, floorClient } from "@unimatrix/service-kit/testing";
 import pg from "pg";
 
@@ -308,7 +308,7 @@ function echoClient(address: string): () => Promise<void> {
     },
   };
   const Client = grpc.makeGenericClientConstructor(definition as grpc.ServiceDefinition, "Echo");
-  const client = new Client(address, grpc.credentials.createInsecure(), CHANNELZ_OFF) as unknown as grpc.Client & {
+  const client = new Client(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
     echo(request: Buffer, callback: (error: unknown) => void): void;
   };
   echoClose = () => client.close();
@@ -328,7 +328,7 @@ function startInWorker(
     const { startFloor } = require("@unimatrix/service-kit/testing");
     const pg = require("pg");
     const id = (b) => b;
-    const echo = new grpc.Server({ "grpc.enable_channelz": 0 }); // as the kit's (CHANNELZ_OFF)
+    const echo = new grpc.Server();
     echo.addService({ echo: { path: "/bench.Echo/Echo", requestStream: false, responseStream: false,
       requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id } },
       { echo: (call, callback) => callback(null, call.request) });

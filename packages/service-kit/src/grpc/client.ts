@@ -1,6 +1,5 @@
 import type { DescMessage, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
-import { CHANNELZ_OFF } from "./channelz";
 import { serviceDefinition } from "./definition";
 
 /** Per-call options of a typed client. */
@@ -153,7 +152,6 @@ function dialOptions(service: DescService, options: DialOptions = {}): grpc.Chan
   return {
     "grpc.service_config": JSON.stringify(serviceConfig),
     "grpc.service_config_disable_resolution": 1,
-    ...CHANNELZ_OFF,
     "grpc.enable_retries": 1,
     "grpc.keepalive_time_ms": options.keepaliveMs ?? 30_000,
     "grpc.keepalive_timeout_ms": 10_000,

@@ -10,7 +10,6 @@ import { REQUEST_ID_HEADER, requestIdFrom } from "../logger";
 import type { CallObservation, CallObserver } from "../observe/calls";
 import { TRACEPARENT_HEADER } from "../observe/trace";
 import type { Authenticate, CallContext, ServiceImpl } from "./call";
-import { CHANNELZ_OFF } from "./channelz";
 import { serviceDefinition } from "./definition";
 import { HealthRegistry, healthImpl, LIVENESS_SERVICE } from "./health";
 import { reflectionImpl } from "./reflection";
@@ -68,7 +67,6 @@ export class GrpcHost {
     this.#authenticate = options.authenticate;
     this.#observe = options.observe;
     this.#server = new grpc.Server({
-      ...CHANNELZ_OFF,
       "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
       "grpc.keepalive_time_ms": 30_000,
       "grpc.keepalive_permit_without_calls": 1,

@@ -1,7 +1,6 @@
 /** `@unimatrix/service-kit/grpc`: hosting, typed clients, health, reflection, routes and the one error → status mapper. */
 export { isShutdown } from "../errors";
 export * from "./call";
-export * from "./channelz";
 export * from "./client";
 export * from "./decode-faults";
 export * from "./definition";

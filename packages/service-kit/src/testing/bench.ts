@@ -5,7 +5,6 @@
 import { loadavg } from "node:os";
 import * as grpc from "@grpc/grpc-js";
 import type pg from "pg";
-import { CHANNELZ_OFF } from "../grpc/channelz";
 
 /** Seconds each timed figure runs for (`BENCH_SECONDS`; the short mode sets it low). */
 export const benchSeconds = (fallback: number): number => Number(process.env.BENCH_SECONDS ?? fallback);
@@ -105,7 +104,7 @@ const floorDefinition = {
  * machine for an RPC that does one statement's work.
  */
 export async function startFloor(pool: pg.Pool): Promise<{ port: number; stop(): Promise<void> }> {
-  const server = new grpc.Server(CHANNELZ_OFF);
+  const server = new grpc.Server();
   server.addService(floorDefinition as unknown as grpc.ServiceDefinition, {
     query: (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
       const { sql, params } = JSON.parse(call.request.toString()) as { sql: string; params: unknown[] };
@@ -127,7 +126,7 @@ export function floorClient(address: string): {
   close(): void;
 } {
   const Client = grpc.makeGenericClientConstructor(floorDefinition as unknown as grpc.ServiceDefinition, "Floor");
-  const client = new Client(address, grpc.credentials.createInsecure(), CHANNELZ_OFF) as unknown as grpc.Client & {
+  const client = new Client(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
     query(request: Buffer, callback: (error: Error | null, response?: Buffer) => void): void;
   };
   return {
@@ -158,7 +157,7 @@ export interface FanOutFloor {
  */
 export async function startFanOutFloor(path: string, greeting: readonly Uint8Array[]): Promise<FanOutFloor> {
   const open = new Set<grpc.ServerWritableStream<Buffer, Buffer>>();
-  const server = new grpc.Server(CHANNELZ_OFF);
+  const server = new grpc.Server();
   const definition = {
     stream: { ...floorDefinition.query, path, responseStream: true },
   };
