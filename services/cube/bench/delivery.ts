@@ -35,6 +35,8 @@ export interface Delivery {
    * timed delivery, from each slice's first append until its deliveries were all in.
    */
   readonly cpuUsPerDelivery: number;
+  /** CPU of the subscriber processes per delivery, from their streams' `ready` on (warm-up included). */
+  readonly clientCpuUsPerDelivery: number;
 }
 
 /** What a delivery run needs: the cube its readers read and one reader token per 10 streams. */
@@ -67,7 +69,7 @@ function subscriberProcess(job: { address: string; cubeId: string; tokens: strin
       child.stdin.write(`${JSON.stringify({ upto: n })}\n`);
       await answer((line) => line === `UPTO ${n}`);
     },
-    async finish(total: number): Promise<{ latencies: number[]; missing: number; duplicates: number }> {
+    async finish(total: number): Promise<{ latencies: number[]; missing: number; duplicates: number; cpuUs: number }> {
       child.stdin.write(`${JSON.stringify({ total })}\n`);
       const result = await answer((line) => line.startsWith("{"));
       const code = await exited;
@@ -117,13 +119,22 @@ async function drive(
 /** Tells the subscribers the appends are done and gathers what each stream saw. */
 async function collect(
   children: Awaited<ReturnType<typeof subscribe>>,
-  figure: { subscribers: number; rate: number; total: number; sentMs: number; appendTimes: number[]; cpuUs: number },
+  figure: {
+    subscribers: number;
+    rate: number;
+    total: number;
+    warm: number;
+    sentMs: number;
+    appendTimes: number[];
+    cpuUs: number;
+  },
 ): Promise<Delivery> {
-  const { subscribers, rate, total, sentMs, appendTimes, cpuUs } = figure;
+  const { subscribers, rate, total, warm, sentMs, appendTimes, cpuUs } = figure;
   const results = await Promise.all(children.map((c) => c.finish(total)));
   const latencies = results.flatMap((r) => r.latencies).sort((a, b) => a - b);
   const missing = results.reduce((n, r) => n + r.missing, 0);
   const duplicates = results.reduce((n, r) => n + r.duplicates, 0);
+  const clientCpuUs = results.reduce((n, r) => n + r.cpuUs, 0);
   appendTimes.sort((a, b) => a - b);
   return {
     subscribers,
@@ -136,6 +147,7 @@ async function collect(
     appendTimes,
     missing,
     cpuUsPerDelivery: cpuUs / Math.max(1, total * subscribers),
+    clientCpuUsPerDelivery: clientCpuUs / Math.max(1, (total + warm) * subscribers),
   };
 }
 
@@ -200,6 +212,7 @@ async function slicedLatencyAt(
         subscribers,
         rate,
         total,
+        warm,
         sentMs: sentMs[k]!,
         appendTimes: appendTimes[k]!,
         cpuUs: cpuUs[k]!,

@@ -99,6 +99,9 @@ function curveLines(service: Delivery, floor: Delivery): void {
   bench(`cube.fanout.p99_floor_ratio.s${n}`, pct(service.latencies, 99) / floorP99, "ratio");
   bench(`cube.fanout.cpu_us.s${n}`, service.cpuUsPerDelivery, "us");
   bench(`cube.fanout.floor_cpu_us.s${n}`, floor.cpuUsPerDelivery, "us");
+  // What the subscriber processes take of the machine's cores per delivery (at fewer streams their
+  // 2 ms polls for a slice's end outweigh the deliveries).
+  if (n >= 100) bench(`cube.fanout.client_cpu_us.s${n}`, service.clientCpuUsPerDelivery, "us");
 }
 
 /** A missing or duplicated delivery fails the run. */
