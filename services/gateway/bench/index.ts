@@ -7,7 +7,7 @@
 //     against a bare SSE server (bench/sse-floor.ts: one pg INSERT + Redis publish per entry);
 //  3. the MCP token economy (mcp-economy.ts): a scripted agent session's calls and characters;
 //  4. the MCP agent path (mcp-path.ts): log_post beside Connect, post → listen, post → log_wait.
-// Prints `BENCH` lines.
+// Prints `BENCH` lines. `BENCH_ONLY=path`: only the agent path (4), e.g. to profile it alone.
 // The system (four services on Postgres + Redis) runs in a child process, as `npm start` runs it,
 // so the client's CPU is not the server's.
 import { spawn } from "node:child_process";
@@ -42,6 +42,7 @@ const CALLS = Number(process.env.BENCH_CALLS ?? 3_000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const STREAM_STEPS = (process.env.BENCH_STREAMS ?? "100,1000,2000,5000").split(",").map(Number);
 const RATE = Number(process.env.BENCH_RATE ?? 10);
+const ONLY = process.env.BENCH_ONLY;
 const SECONDS = benchSeconds(5);
 let failed = false;
 
@@ -270,6 +271,10 @@ async function main() {
       user,
     );
 
+    if (ONLY === "path") {
+      await mcpPath(gateway, OPERATOR, `http://127.0.0.1:${metricsPorts.gateway}/metrics`);
+      return;
+    }
     // 3 (first: it is short and needs a quiet system). The MCP token economy.
     printEconomy(await mcpEconomy(gateway, OPERATOR), await mcpEconomy(gateway, OPERATOR, "2026-07-28"));
     // 4 (also on a quiet system). The agent path.
