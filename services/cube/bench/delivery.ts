@@ -4,6 +4,7 @@
 // in alternating slices, so that both see the same machine (as presence's churn does).
 import { spawn } from "node:child_process";
 import { join } from "node:path";
+import { PerformanceObserver } from "node:perf_hooks";
 import { createInterface } from "node:readline";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -35,8 +36,44 @@ export interface Delivery {
    * timed delivery, from each slice's first append until its deliveries were all in.
    */
   readonly cpuUsPerDelivery: number;
+  /**
+   * Garbage-collection pauses of the bench's process (which holds the service, the floor and the
+   * appends' client) inside this side's slices: their count, total and longest (ms). A pause
+   * delays whatever append or write is in flight, so a few long ones can set a low-n p99.
+   */
+  readonly gc: GcPauses;
   /** CPU of the subscriber processes per delivery, from their streams' `ready` on (warm-up included). */
   readonly clientCpuUsPerDelivery: number;
+}
+
+/** Garbage-collection pauses within a stretch of time. */
+export interface GcPauses {
+  readonly count: number;
+  readonly totalMs: number;
+  readonly maxMs: number;
+}
+
+/**
+ * Records this process's garbage-collection pauses (`gc` performance entries) until `stop`;
+ * `within` sums those that began inside the given windows (performance.now() ms).
+ */
+function recordGcPauses() {
+  const pauses: { start: number; ms: number }[] = [];
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) pauses.push({ start: entry.startTime, ms: entry.duration });
+  });
+  observer.observe({ entryTypes: ["gc"] });
+  return {
+    within(windows: readonly { from: number; to: number }[]): GcPauses {
+      const inside = pauses.filter((p) => windows.some((w) => p.start >= w.from && p.start < w.to));
+      return {
+        count: inside.length,
+        totalMs: inside.reduce((n, p) => n + p.ms, 0),
+        maxMs: inside.reduce((n, p) => Math.max(n, p.ms), 0),
+      };
+    },
+    stop: () => observer.disconnect(),
+  };
 }
 
 /** What a delivery run needs: the cube its readers read and one reader token per 10 streams. */
@@ -127,9 +164,10 @@ async function collect(
     sentMs: number;
     appendTimes: number[];
     cpuUs: number;
+    gc: GcPauses;
   },
 ): Promise<Delivery> {
-  const { subscribers, rate, total, warm, sentMs, appendTimes, cpuUs } = figure;
+  const { subscribers, rate, total, warm, sentMs, appendTimes, cpuUs, gc } = figure;
   const results = await Promise.all(children.map((c) => c.finish(total)));
   const latencies = results.flatMap((r) => r.latencies).sort((a, b) => a - b);
   const missing = results.reduce((n, r) => n + r.missing, 0);
@@ -147,6 +185,7 @@ async function collect(
     appendTimes,
     missing,
     cpuUsPerDelivery: cpuUs / Math.max(1, total * subscribers),
+    gc,
     clientCpuUsPerDelivery: clientCpuUs / Math.max(1, (total + warm) * subscribers),
   };
 }
@@ -195,17 +234,24 @@ async function slicedLatencyAt(
   const appendTimes = sides.map((): number[] => []);
   const sentMs = sides.map(() => 0);
   const cpuUs = sides.map(() => 0);
+  const windows = sides.map((): { from: number; to: number }[] => []);
+  const gc = recordGcPauses();
   for (let from = 0; from < total; from += perSlice) {
     const to = Math.min(total, from + perSlice);
     for (const [k, target] of sides.entries()) {
       const cpu = process.cpuUsage();
+      const began = performance.now();
       sentMs[k]! += await drive(target, subscribers, rate, { from, to }, appendTimes[k]!);
       // The slice's deliveries are all in before the other side starts: no backlog crosses over.
       await Promise.all(children[k]!.map((child) => child.upto(to)));
       const used = process.cpuUsage(cpu);
       cpuUs[k]! += used.user + used.system;
+      windows[k]!.push({ from: began, to: performance.now() });
     }
   }
+  await new Promise((resolve) => setImmediate(resolve)); // the observer's last entries
+  const pauses = windows.map((w) => gc.within(w));
+  gc.stop();
   return Promise.all(
     sides.map((_, k) =>
       collect(children[k]!, {
@@ -216,6 +262,7 @@ async function slicedLatencyAt(
         sentMs: sentMs[k]!,
         appendTimes: appendTimes[k]!,
         cpuUs: cpuUs[k]!,
+        gc: pauses[k]!,
       }),
     ),
   );

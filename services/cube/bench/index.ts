@@ -99,6 +99,11 @@ function curveLines(service: Delivery, floor: Delivery): void {
   bench(`cube.fanout.p99_floor_ratio.s${n}`, pct(service.latencies, 99) / floorP99, "ratio");
   bench(`cube.fanout.cpu_us.s${n}`, service.cpuUsPerDelivery, "us");
   bench(`cube.fanout.floor_cpu_us.s${n}`, floor.cpuUsPerDelivery, "us");
+  // The bench process's GC pauses inside each side's slices (a low-n p99 is a handful of appends).
+  bench(`cube.fanout.gc_pause_ms.s${n}`, service.gc.totalMs, "ms");
+  bench(`cube.fanout.floor_gc_pause_ms.s${n}`, floor.gc.totalMs, "ms");
+  bench(`cube.fanout.gc_max_pause_ms.s${n}`, service.gc.maxMs, "ms");
+  bench(`cube.fanout.floor_gc_max_pause_ms.s${n}`, floor.gc.maxMs, "ms");
   // What the subscriber processes take of the machine's cores per delivery (at fewer streams their
   // 2 ms polls for a slice's end outweigh the deliveries).
   if (n >= 100) bench(`cube.fanout.client_cpu_us.s${n}`, service.clientCpuUsPerDelivery, "us");
