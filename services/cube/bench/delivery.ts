@@ -40,7 +40,7 @@ export interface Delivery {
   readonly cpuUsPerDelivery: number;
   /**
    * Garbage-collection pauses of the bench's process (which holds the service, the floor and the
-   * appends' client) inside this side's slices: their count, total and longest (ms). A pause
+   * appends' client) inside this side's slices: their total and the longest (ms). A pause
    * delays whatever append or write is in flight, so a few long ones can set a low-n p99.
    */
   readonly gc: GcPauses;
@@ -50,7 +50,6 @@ export interface Delivery {
 
 /** Garbage-collection pauses within a stretch of time. */
 export interface GcPauses {
-  readonly count: number;
   readonly totalMs: number;
   readonly maxMs: number;
 }
@@ -69,7 +68,6 @@ function recordGcPauses() {
     within(windows: readonly { from: number; to: number }[]): GcPauses {
       const inside = pauses.filter((p) => windows.some((w) => p.start >= w.from && p.start < w.to));
       return {
-        count: inside.length,
         totalMs: inside.reduce((n, p) => n + p.ms, 0),
         maxMs: inside.reduce((n, p) => Math.max(n, p.ms), 0),
       };

@@ -31,8 +31,8 @@ async function main() {
       { metadata: { authorization: `Bearer ${token}` }, signal: controller.signal },
     );
     const state = { ready: false, timed: 0, seen: new Set<number>(), controller, done: Promise.resolve() };
-    // 'data' events, not `for await`: the async iterator's promise and microtask per message made
-    // the subscribers need ~1.75 cores at 1,000 streams × 50/s, on a machine of two.
+    // 'data' events, not `for await`: the async iterator's promise and microtask per message cost
+    // 15.4 µs of CPU per delivery against 12.9 µs this way (s1000, cube.fanout.client_cpu_us).
     stream.on("data", (event: SubscribeActivityResponse) => {
       if (event.event.case === "ready") state.ready = true;
       if (event.event.case !== "entry") return;
