@@ -131,6 +131,42 @@ describe("gateway: MCP 2026-07-28, stateless, the seat held by the agent", () =>
     }
   });
 
+  it("serves a call by the tool its Mcp-Name names, also encoded, and answers an unknown name as the SDK does", async () => {
+    const rpc = modernRpc(acme.clients[0]!.token);
+    const listed = await rpc(system.url, "tools/list", {});
+    expect((listed.result!.tools as unknown[]).length).toBe(16);
+    const unknown = await rpc(system.url, "tools/call", { name: "no_such_tool", arguments: {} });
+    expect(unknown.error).toEqual({ code: -32602, message: "Tool no_such_tool not found" });
+    // The name as a Base64 sentinel (how a client sends a name that is not plain ASCII): still served.
+    const response = await fetch(`${system.url}/mcp`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${acme.clients[0]!.token}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": `=?base64?${Buffer.from("cube_list").toString("base64")}?=`,
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/call",
+        params: {
+          name: "cube_list",
+          arguments: {},
+          _meta: {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+          },
+        },
+      }),
+    });
+    const answer = (await response.json()) as { result?: { isError?: boolean; content: { text: string }[] } };
+    expect(answer.result?.isError).toBeFalsy();
+    expect(answer.result?.content[0]?.text).toContain(acme.cubeId);
+  });
+
   it("leaves 2025-11-25 its sessions: initialize opens one, and its push stream starts with a retry", async () => {
     const headers = {
       authorization: `Bearer ${acme.clients[0]!.token}`,

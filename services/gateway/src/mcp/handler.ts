@@ -161,9 +161,11 @@ export function mcpHandler(deps: McpDeps) {
       }
     }
     // 2026-07-28 (a request with the `_meta` envelope): no session, served by the SDK's per-request entry.
-    const route = revokedSession ? "legacy" : stateless.route(request, body);
-    if (route === "sdk") return stateless.serve(request, response, body);
-    if (route !== "legacy") return serveListen(deps, stateless.tasks, request, response, route.listen, credentialKey);
+    if (!revokedSession && principal) {
+      const route = stateless.route(request, body);
+      if (route === "sdk") return stateless.serve(request, response, body, { credentialKey, principal });
+      if (route !== "legacy") return serveListen(deps, stateless.tasks, request, response, route.listen, credentialKey);
+    }
     if (revokedSession && !onlyToolCalls(body)) {
       response.setHeader("www-authenticate", wwwAuthenticate(deps.auth.resource, "mcp", "invalid_token"));
       return refuse(

@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { AuthInfo } from "@modelcontextprotocol/server";
 
 /** The SDK's web-standard entry (`createMcpHandler`): a request, and the body the door already parsed. */
 interface WebEntry {
-  fetch(request: Request, options?: { parsedBody?: unknown }): Promise<Response>;
+  fetch(request: Request, options?: { parsedBody?: unknown; authInfo?: AuthInfo }): Promise<Response>;
 }
 
 /** Request headers that describe a body on the wire; the web request carries none (the entry takes it parsed). */
@@ -29,7 +30,12 @@ function webRequest(request: IncomingMessage, signal: AbortSignal): Request {
  * request's signal, as there.
  */
 export function nodeEntry(entry: WebEntry, onError: (error: unknown) => void) {
-  return async (request: IncomingMessage, response: ServerResponse, parsedBody: unknown): Promise<void> => {
+  return async (
+    request: IncomingMessage,
+    response: ServerResponse,
+    parsedBody: unknown,
+    authInfo: AuthInfo,
+  ): Promise<void> => {
     const abort = new AbortController();
     let finished = false;
     response.once("close", () => {
@@ -37,7 +43,7 @@ export function nodeEntry(entry: WebEntry, onError: (error: unknown) => void) {
     });
     let answer: Response;
     try {
-      answer = await entry.fetch(webRequest(request, abort.signal), { parsedBody });
+      answer = await entry.fetch(webRequest(request, abort.signal), { parsedBody, authInfo });
     } catch (error) {
       onError(error);
       answer = Response.json(

@@ -113,14 +113,23 @@ const STATELESS_SCHEMAS = new Map(
 
 let statelessList: ListToolsResult | undefined;
 
+const STATELESS_BY_NAME = new Map(STATELESS_TOOLS.map((tool) => [tool.name, tool]));
+
 /**
  * Registers the tools on a 2026-07-28 server (SDK v2) built for one request, with the lean
  * `tools/list` (the same order every time, so a host's prompt cache hits). A `seat` input names the
  * drone the call acts as; without one the call acts as the bearer (a drone session token as
- * bearer is its own seat).
+ * bearer is its own seat). `only`: the tool a `tools/call` names, the one such a server needs
+ * (every tool when it names none of them, so that the SDK answers an unknown name as always).
  */
-export function registerStatelessTools(server: StatelessServer, session: McpSession, tasks?: McpTasks): void {
-  for (const tool of STATELESS_TOOLS) {
+export function registerStatelessTools(
+  server: StatelessServer,
+  session: McpSession,
+  tasks?: McpTasks,
+  only?: string,
+): void {
+  const named = only === undefined ? undefined : STATELESS_BY_NAME.get(only);
+  for (const tool of named ? [named] : STATELESS_TOOLS) {
     const schemas = STATELESS_SCHEMAS.get(tool.name);
     server.registerTool(
       tool.name,
