@@ -10,13 +10,13 @@ import {
 import { attachPrincipal } from "@unimatrix/service-kit/auth";
 import { createClient } from "@unimatrix/service-kit/grpc";
 import { TEST_INTERNAL_KEY } from "@unimatrix/service-kit/testing";
+import { driveSlices, measuredWindow } from "./slices";
 
 const job = JSON.parse(process.env.BENCH_JOB ?? "{}") as {
   address: string;
   tenantId: string;
   watchers: number;
   tokens: string[];
-  seconds: number;
   rate: number;
   /** Only one client process drives the links; the others only watch. */
   drive: boolean;
@@ -24,6 +24,9 @@ const job = JSON.parse(process.env.BENCH_JOB ?? "{}") as {
   offset: number;
   /** Seconds of driving before the measured window (every machine links once, connections warm). */
   warmup: number;
+  /** Slice length (ms) and count of the measured window, which presence (side 0) and its floor share (`slices.ts`). */
+  sliceMs: number;
+  slices: number;
 };
 const sleep = (n: number) => new Promise((resolve) => setTimeout(resolve, n));
 
@@ -76,31 +79,27 @@ async function main() {
   // Wait for the go signal so every process is watching before the first transition.
   // It carries the epoch ms at which driving starts: the window opens after the warm-up.
   const go = await new Promise<number>((resolve) => process.stdin.once("data", (d) => resolve(Number(d.toString()))));
-  timed.from = go + job.warmup * 1000;
-  timed.to = timed.from + job.seconds * 1000;
+  const slices = { go, warmup: job.warmup, sliceMs: job.sliceMs, slices: job.slices, rate: job.rate };
+  Object.assign(timed, measuredWindow(slices));
   const open: (ReturnType<typeof links.link> | null)[] = job.tokens.map(() => null);
-  const interval = 1000 / job.rate;
-  if (go > Date.now()) await sleep(go - Date.now());
-  const started = performance.now();
-  const until = started + (job.warmup + job.seconds) * 1000;
-  let n = 0;
-  while (job.drive && performance.now() < until) {
-    const i = n % job.tokens.length;
-    const current = open[i];
-    if (current) {
-      current.end();
-      open[i] = null;
-    } else {
-      const call = links.link({ metadata: { authorization: `Bearer ${job.tokens[i]}` } });
-      call.call.on("error", () => {});
-      call.call.on("data", () => {});
-      call.send({ event: { case: "hello", value: {} } });
-      open[i] = call;
-    }
-    n += 1;
-    const wait = started + n * interval - performance.now();
-    if (wait > 0) await sleep(wait);
-  }
+  // The driver toggles one machine's link per step, in presence's slices; it closes what is still
+  // open after the measured window (those closes are not timed).
+  const n = !job.drive
+    ? 0
+    : await driveSlices(slices, 0, (step) => {
+        const i = step % job.tokens.length;
+        const current = open[i];
+        if (current) {
+          current.end();
+          open[i] = null;
+        } else {
+          const call = links.link({ metadata: { authorization: `Bearer ${job.tokens[i]}` } });
+          call.call.on("error", () => {});
+          call.call.on("data", () => {});
+          call.send({ event: { case: "hello", value: {} } });
+          open[i] = call;
+        }
+      });
   if (!job.drive) await sleep(Math.max(0, timed.to - Date.now()));
   let ends = 0;
   for (const call of open) {

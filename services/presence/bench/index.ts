@@ -2,12 +2,10 @@
 // 200 transitions/s with 1, 10, 100 and 1,000 watchers (each transition checked to reach every
 // watcher exactly once), link churn throughput — each next to its floor in the same run: raw pg
 // (+ raw Redis) doing the same reads, writes and publishes. Prints `BENCH` lines. Needs the local
-// Postgres and Redis.
-import { spawn } from "node:child_process";
+// Postgres and Redis. Presence and its floor are watched at once and drive transitions in
+// alternating slices (`latency.ts`, `slices.ts`); link churn alternates with its floor the same way.
 import { randomUUID } from "node:crypto";
-import { join } from "node:path";
-import { create, toBinary } from "@bufbuild/protobuf";
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { toBinary } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { LinkService } from "@unimatrix/contracts/unimatrix/presence/v1/link_service_pb";
 import {
@@ -21,17 +19,15 @@ import { createClient } from "@unimatrix/service-kit/grpc";
 import {
   bench,
   loadAverage,
-  startFanOutFloor,
   TEST_DATABASE_URL,
   TEST_INTERNAL_KEY,
-  TEST_REDIS_URL,
   testBusPrefix,
   testConfig,
   testSchema,
 } from "@unimatrix/service-kit/testing";
-import { Redis } from "ioredis";
 import pg from "pg";
-import { presenceChurn, rawChurner, rawTables } from "./churn";
+import { presenceChurn, rawChurner } from "./churn";
+import { pairedLatency } from "./latency";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ONLY = process.env.BENCH_ONLY;
@@ -40,6 +36,11 @@ const RATE = Number(process.env.BENCH_RATE ?? 200);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
 const WATCHERS = (process.env.BENCH_WATCHERS ?? "1,10,100,1000").split(",").map(Number);
 const SNAPSHOTS = (process.env.BENCH_MACHINES ?? "1000,10000,50000").split(",").map(Number);
+/**
+ * The watch latency's slices (`BENCH_WATCH_SLICE_MS`): presence and its floor are watched at once
+ * and take turns driving transitions, each for this long, SECONDS in all each.
+ */
+const SLICE_MS = Math.max(100, Number(process.env.BENCH_WATCH_SLICE_MS ?? 1000));
 /** Link churn and its raw floor alternate in this many slices each (`BENCH_CHURN_SLICES`). */
 const CHURN_SLICES = Math.max(1, Number(process.env.BENCH_CHURN_SLICES ?? 10));
 const figures: [string, number, string][] = [];
@@ -51,7 +52,6 @@ function pct(samples: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
 }
 const ms = (n: number) => `${n.toFixed(2)} ms`;
-const sleep = (n: number) => new Promise((resolve) => setTimeout(resolve, n));
 
 function signed(principal: Principal): grpc.Metadata {
   return attachPrincipal(new grpc.Metadata(), principal, TEST_INTERNAL_KEY);
@@ -161,14 +161,24 @@ async function main() {
     // The bulk seeding above leaves autovacuum work that would run during the timed phases.
     await db.query("VACUUM ANALYZE machines, presence, presence_events, tenant_logs");
     line(
-      `\n### Transition → watcher latency at ${RATE} transitions/s for ${SECONDS} s after ${WARMUP} s of warm-up (event \`at\` → received; the final closes are not timed)`,
+      `\n### Transition → watcher latency at ${RATE} transitions/s for ${SECONDS} s each, in ${SLICE_MS} ms slices alternating with the floor's, after ${WARMUP} s of warm-up (event \`at\` → received; the final closes are not timed)`,
     );
     line(
       "| watchers | presence p50 | presence p99 | deliveries (exactly once) | floor p50 | floor p99 | floor deliveries |",
     );
     line("|---|---|---|---|---|---|---|");
     for (const watcherCount of ONLY && ONLY !== "latency" ? [] : WATCHERS) {
-      const job = { address, tenantId, watchers: watcherCount, tokens, seconds: SECONDS, rate: RATE, warmup: WARMUP };
+      const slices = Math.max(2, Math.round((2 * SECONDS * 1000) / SLICE_MS));
+      const job = {
+        address,
+        tenantId,
+        watchers: watcherCount,
+        tokens,
+        rate: RATE,
+        warmup: WARMUP,
+        sliceMs: SLICE_MS,
+        slices,
+      };
       // The log is the truth: every watcher must hold exactly the transitions committed meanwhile
       // (a link closed before its hello landed commits none, so the driver's count is not it).
       const head = async () =>
@@ -177,7 +187,7 @@ async function main() {
             .rows[0].seq,
         );
       const before = await head();
-      const result = await runClients(job, watcherCount >= 50 ? 4 : 1);
+      const { service: result, floor: floorSide } = await pairedLatency(job, watcherCount >= 50 ? 4 : 1, schema.schema);
       const committed = Number(
         (
           await db.query("SELECT count(*) AS n FROM presence_events WHERE tenant_id = $1 AND seq > $2", [
@@ -186,18 +196,24 @@ async function main() {
           ])
         ).rows[0].n,
       );
-      const floor = await floorLatency(job, watcherCount >= 50 ? 4 : 1, schema.schema);
+      const floor = {
+        p50: pct(floorSide.samples, 50),
+        p99: pct(floorSide.samples, 99),
+        received: floorSide.received,
+        expected: floorSide.driven * watcherCount,
+      };
       const exact = result.duplicates === 0 && result.perWatcher.every((n) => n === committed);
       if (!exact) failed = true;
+      const served = { p50: pct(result.samples, 50), p99: pct(result.samples, 99) };
       line(
-        `| ${watcherCount} | ${ms(result.p50)} | ${ms(result.p99)} | ${result.received}/${committed * watcherCount}${exact ? "" : ` FAILED (${result.duplicates} dup, ${result.perWatcher.filter((n) => n !== committed).length} watchers off)`} | ${ms(floor.p50)} | ${ms(floor.p99)} | ${floor.received}/${floor.expected} |`,
+        `| ${watcherCount} | ${ms(served.p50)} | ${ms(served.p99)} | ${result.received}/${committed * watcherCount}${exact ? "" : ` FAILED (${result.duplicates} dup, ${result.perWatcher.filter((n) => n !== committed).length} watchers off)`} | ${ms(floor.p50)} | ${ms(floor.p99)} | ${floor.received}/${floor.expected} |`,
       );
-      figures.push([`presence.watch.p50_ms.w${watcherCount}`, result.p50, "ms"]);
-      figures.push([`presence.watch.p99_ms.w${watcherCount}`, result.p99, "ms"]);
+      figures.push([`presence.watch.p50_ms.w${watcherCount}`, served.p50, "ms"]);
+      figures.push([`presence.watch.p99_ms.w${watcherCount}`, served.p99, "ms"]);
       figures.push([`presence.watch.floor_p50_ms.w${watcherCount}`, floor.p50, "ms"]);
       figures.push([`presence.watch.floor_p99_ms.w${watcherCount}`, floor.p99, "ms"]);
       // The target's figure (issue 31: ≤ 2 at 1–100 watchers, ≤ 1.5 at 1,000): p99 over the same run's floor p99.
-      figures.push([`presence.watch.p99_floor_ratio.w${watcherCount}`, result.p99 / floor.p99, "ratio"]);
+      figures.push([`presence.watch.p99_floor_ratio.w${watcherCount}`, served.p99 / floor.p99, "ratio"]);
     }
     figures.push(["presence.watch.exactly_once", failed ? 0 : 1, "bool"]);
 
@@ -240,150 +256,6 @@ async function main() {
     await service.stop();
     await schema.drop();
   }
-}
-
-/**
- * Runs the watchers in `processes` child processes (same tsx loader) and the link driver in one
- * more: decoding 100 streams is client work and must not starve the driver or the server.
- * Returns the merged latency summary.
- */
-async function runClients(
-  job: { watchers: number } & Record<string, unknown>,
-  processes: number,
-  options: { drive: boolean; onGo?: (go: number) => Promise<void> } = { drive: true },
-): Promise<{
-  p50: number;
-  p99: number;
-  received: number;
-  duplicates: number;
-  perWatcher: number[];
-}> {
-  // Watcher processes, then (when driving) one more that only drives the links: a daemon is not
-  // a watcher, and a driver that shares a loop with decoding falls behind and catches up in bursts.
-  const roles = [
-    ...Array.from({ length: processes }, (_, k) => ({
-      watchers: Math.floor(job.watchers / processes) + (k < job.watchers % processes ? 1 : 0),
-      offset: k * Math.ceil(job.watchers / processes),
-      drive: false,
-    })),
-    ...(options.drive ? [{ watchers: 0, offset: 0, drive: true }] : []),
-  ];
-  const children = roles.map((role) => {
-    const child = spawn(process.execPath, [...process.execArgv, join(__dirname, "clients.ts")], {
-      env: { ...process.env, BENCH_JOB: JSON.stringify({ ...job, ...role }) },
-      stdio: ["pipe", "pipe", "inherit"],
-    });
-    let out = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-    });
-    const ready = new Promise<void>((resolve) => {
-      const check = () => (out.includes("READY") ? resolve() : setTimeout(check, 10));
-      check();
-    });
-    const done = new Promise<{ samples: number[]; driven: number; duplicates: number; perWatcher: number[] }>(
-      (resolve, reject) =>
-        child.on("close", (code) =>
-          code === 0 ? resolve(JSON.parse(out.trim().split("\n").at(-1) ?? "{}")) : reject(new Error(`exit ${code}`)),
-        ),
-    );
-    return { child, ready, done };
-  });
-  await Promise.all(children.map((c) => c.ready));
-  const go = Date.now() + 50;
-  for (const c of children) c.child.stdin?.write(`${go}\n`);
-  await options.onGo?.(go);
-  const results = await Promise.all(children.map((c) => c.done));
-  const samples = results.flatMap((r) => r.samples);
-  return {
-    p50: pct(samples, 50),
-    p99: pct(samples, 99),
-    received: results.reduce((n, r) => n + r.perWatcher.reduce((a, b) => a + b, 0), 0),
-    duplicates: results.reduce((n, r) => n + r.duplicates, 0),
-    perWatcher: results.flatMap((r) => r.perWatcher),
-  };
-}
-
-/**
- * The floor of the watch fan-out, with the same watcher processes and rate: per transition one raw
- * pg transaction (row lock, insert event, update row) and one Redis publish; one Redis subscriber
- * turns each into a transition message, encodes it once and writes it to every stream of a bare
- * grpc-js server (kit `startFanOutFloor`) at WatchMachines' own path. No auth, no ORM, no feed.
- */
-async function floorLatency(
-  job: { watchers: number; seconds: number; warmup: number; rate: number } & Record<string, unknown>,
-  processes: number,
-  schema: string,
-): Promise<{ p50: number; p99: number; received: number; expected: number }> {
-  const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 4, options: `-c search_path=${schema}` });
-  await rawTables(pool);
-  const ready = toBinary(
-    WatchMachinesResponseSchema,
-    create(WatchMachinesResponseSchema, { event: { case: "machineReady", value: { cursor: "0" } } }),
-  );
-  const floor = await startFanOutFloor(`/${MachineService.typeName}/WatchMachines`, [ready]);
-  const publisher = new Redis(TEST_REDIS_URL);
-  const subscriber = new Redis(TEST_REDIS_URL);
-  const channel = `bench-floor-${randomUUID()}`;
-  await subscriber.subscribe(channel);
-  subscriber.on("message", (_c: string, message: string) => {
-    const [seq, id, linked, at] = message.split(" ");
-    const value = {
-      cursor: seq as string,
-      machineId: `00000000-0000-4000-8000-${String(id).padStart(12, "0")}`,
-      name: `live-${id}`,
-      at: timestampFromMs(Number(at)),
-    };
-    const event =
-      linked === "t" ? { case: "machineLinked" as const, value } : { case: "machineUnlinked" as const, value };
-    floor.send(toBinary(WatchMachinesResponseSchema, create(WatchMachinesResponseSchema, { event })));
-  });
-  let driven = 0;
-  const result = await runClients({ ...job, address: `127.0.0.1:${floor.port}`, tokens: [] }, processes, {
-    drive: false,
-    async onGo(go) {
-      await sleep(Math.max(0, go - Date.now()));
-      const started = performance.now();
-      const until = started + (job.warmup + job.seconds) * 1000;
-      const pending: Promise<void>[] = [];
-      let n = 0;
-      while (performance.now() < until) {
-        const id = n % 60;
-        pending.push(
-          (async () => {
-            const at = Date.now();
-            const client = await pool.connect();
-            let message: string;
-            try {
-              await client.query("BEGIN");
-              const row = await client.query("SELECT linked FROM raw_state WHERE id = $1 FOR UPDATE", [id]);
-              const linked = !row.rows[0].linked;
-              const event = await client.query(
-                "INSERT INTO raw_events (id, linked, at) VALUES ($1, $2, now()) RETURNING seq",
-                [id, linked],
-              );
-              await client.query("UPDATE raw_state SET linked = $2 WHERE id = $1", [id, linked]);
-              await client.query("COMMIT");
-              message = `${event.rows[0].seq} ${id} ${linked ? "t" : "f"} ${at}`;
-            } finally {
-              client.release();
-            }
-            await publisher.publish(channel, message);
-            driven += 1;
-          })(),
-        );
-        n += 1;
-        const wait = started + (n * 1000) / job.rate - performance.now();
-        if (wait > 0) await sleep(wait);
-      }
-      await Promise.all(pending);
-    },
-  });
-  subscriber.disconnect();
-  publisher.disconnect();
-  await floor.stop();
-  await pool.end();
-  return { p50: result.p50, p99: result.p99, received: result.received, expected: driven * job.watchers };
 }
 
 main().then(
