@@ -130,7 +130,12 @@ export async function runDaemon(options: DaemonOptions): Promise<Daemon> {
       underWay.delete(ticket);
       if (underWay.size === 0 && introducing.get(key) === underWay) introducing.delete(key);
     }
-    if (ticket.ended) throw new SessionEnded();
+    if (ticket.ended) {
+      // The session ended meanwhile. Presence serves a link's session requests concurrently, so
+      // this introduction's tie may have landed after the session-end's untie: untie it again.
+      if (drone.bound) await untie(token);
+      throw new SessionEnded();
+    }
     const { bound: tied, ...identity } = drone;
     const record: SessionRecord = { harness, session, ...identity };
     verified.set(key, now());

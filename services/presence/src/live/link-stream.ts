@@ -102,6 +102,8 @@ export async function* linkStream(
       );
     }
     let lastHeard = performance.now();
+    /** Per session token, its last session request on this link (the next waits for it). */
+    const binding = new Map<string, Promise<void>>();
     ticker = setInterval(() => mailbox.push({ k: "tick" }), deps.heartbeatMs);
     for (;;) {
       const item = await mailbox.take();
@@ -113,11 +115,20 @@ export async function* linkStream(
           if (item.m.event.case === "session") {
             const bind = item.m.event.value;
             const machine = { tenantId: principal.tenantId, machineId: principal.subjectId };
-            if (!deps.notices) mailbox.push({ k: "bound", bound: noRelay(bind.requestId) });
-            else
-              void deps.notices
-                .bindSession(machine, bind.requestId, bind.sessionToken, bind.unbind)
+            const notices = deps.notices;
+            if (!notices) mailbox.push({ k: "bound", bound: noRelay(bind.requestId) });
+            else {
+              // One token's requests apply in the order the daemon sent them (a hook's tie, then the
+              // session-end's untie), never racing each other to cube; other tokens' go on meanwhile.
+              const token = bind.sessionToken;
+              const applied = (binding.get(token) ?? Promise.resolve())
+                .then(() => notices.bindSession(machine, bind.requestId, token, bind.unbind))
                 .then((bound) => mailbox.push({ k: "bound", bound }));
+              binding.set(token, applied);
+              void applied.finally(() => {
+                if (binding.get(token) === applied) binding.delete(token);
+              });
+            }
           }
           break;
         case "bound":
