@@ -14,16 +14,19 @@ export function modernRpc(bearer: string) {
     (await modernPost(url, method, params, as, ++id)).json() as Promise<RpcAnswer>;
 }
 
-/** One 2026-07-28 request as fetch sends it; `tasks: false` leaves the tasks extension undeclared. */
+/**
+ * One 2026-07-28 request as fetch sends it; `tasks: false` leaves the tasks extension undeclared,
+ * `nameHeader` sends `Mcp-Name` as given (e.g. a Base64 sentinel) instead of the plain name.
+ */
 export function modernPost(
   url: string,
   method: string,
   params: Record<string, unknown>,
   bearer: string,
   id: number,
-  { tasks = true } = {},
+  { tasks = true, nameHeader }: { tasks?: boolean; nameHeader?: string } = {},
 ): Promise<Response> {
-  const name = (params.name ?? params.taskId) as string | undefined;
+  const name = nameHeader ?? ((params.name ?? params.taskId) as string | undefined);
   return fetch(`${url}/mcp`, {
     method: "POST",
     headers: {

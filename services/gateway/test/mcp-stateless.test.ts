@@ -2,7 +2,7 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import type { RunningCube } from "@unimatrix/cube";
 import { eventually } from "@unimatrix/service-kit/testing";
 import { PRUNED } from "../src/mcp/format";
-import { modernRpc } from "./mcp-2026";
+import { modernPost, modernRpc } from "./mcp-2026";
 import { addGateway, call, type System, seedTenant, startSystem } from "./system";
 
 type Result = {
@@ -138,30 +138,14 @@ describe("gateway: MCP 2026-07-28, stateless, the seat held by the agent", () =>
     const unknown = await rpc(system.url, "tools/call", { name: "no_such_tool", arguments: {} });
     expect(unknown.error).toEqual({ code: -32602, message: "Tool no_such_tool not found" });
     // The name as a Base64 sentinel (how a client sends a name that is not plain ASCII): still served.
-    const response = await fetch(`${system.url}/mcp`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${acme.clients[0]!.token}`,
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/call",
-        "mcp-name": `=?base64?${Buffer.from("cube_list").toString("base64")}?=`,
-      },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "tools/call",
-        params: {
-          name: "cube_list",
-          arguments: {},
-          _meta: {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-          },
-        },
-      }),
-    });
+    const response = await modernPost(
+      system.url,
+      "tools/call",
+      { name: "cube_list", arguments: {} },
+      acme.clients[0]!.token,
+      1,
+      { tasks: false, nameHeader: `=?base64?${Buffer.from("cube_list").toString("base64")}?=` },
+    );
     const answer = (await response.json()) as { result?: { isError?: boolean; content: { text: string }[] } };
     expect(answer.result?.isError).toBeFalsy();
     expect(answer.result?.content[0]?.text).toContain(acme.cubeId);
